@@ -1,0 +1,69 @@
+"""The NumPy CPU backend: the reference every other backend is tested against."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tenferro_core import dtypes
+from tenferro_core.energy import EnergyTelemetry, EstimatedTelemetry, RaplTelemetry
+from tenferro_core.errors import DeviceError
+
+SUPPORTED = frozenset(d for d in dtypes.ALL_DTYPES if d is not dtypes.bfloat16)
+
+
+class NumpyBackend:
+    """Backend ``numpy`` with one device, ``cpu``; buffers are NumPy arrays."""
+
+    name = "numpy"
+    priority = 0
+
+    def __init__(self) -> None:
+        self._telemetry: EnergyTelemetry | None = None
+
+    def devices(self) -> tuple[str, ...]:
+        return ("cpu",)
+
+    def supported_dtypes(self, device: str) -> frozenset:
+        return SUPPORTED
+
+    def kernels(self) -> Mapping[str, Any]:
+        from .kernels import KERNELS
+
+        return KERNELS
+
+    def from_host(self, array: np.ndarray, device: str) -> np.ndarray:
+        return array
+
+    def to_host(self, buf: np.ndarray) -> np.ndarray:
+        return np.asarray(buf)
+
+    def describe(self, buf: np.ndarray) -> tuple[tuple[int, ...], dtypes.DType]:
+        return buf.shape, dtypes.from_numpy(buf.dtype)
+
+    def from_dlpack(self, obj: Any, device: str) -> np.ndarray:
+        try:
+            return np.from_dlpack(obj)
+        except (BufferError, RuntimeError, TypeError) as exc:
+            raise DeviceError(
+                f"numpy:cpu cannot import this DLPack object ({exc}); move it to CPU memory first"
+            ) from None
+
+    def to_dlpack(self, buf: np.ndarray, **kwargs: Any) -> Any:
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        try:
+            return buf.__dlpack__(**kwargs)
+        except BufferError:
+            if kwargs.get("copy") is False:
+                raise
+            return np.array(buf, copy=True).__dlpack__(**kwargs)
+
+    def dlpack_device(self, buf: np.ndarray) -> tuple[int, int]:
+        return buf.__dlpack_device__()
+
+    def telemetry(self, device: str) -> EnergyTelemetry:
+        if self._telemetry is None:
+            self._telemetry = RaplTelemetry.find() or EstimatedTelemetry()
+        return self._telemetry

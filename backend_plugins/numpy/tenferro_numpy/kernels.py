@@ -1,0 +1,316 @@
+"""NumPy kernels for every core primitive (semantics: docs/architecture.md)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_QUIET = {"divide": "ignore", "invalid": "ignore", "over": "ignore", "under": "ignore"}
+
+
+def _quiet(fn):
+    """Wrap a ufunc so IEEE special cases give inf/nan silently, as the Array API specifies."""
+
+    def kernel(*args):
+        with np.errstate(**_QUIET):
+            return fn(*args)
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    return kernel
+
+
+def _round_like(fn):
+    def kernel(x):
+        return x if x.dtype.kind in "iu" else fn(x)
+
+    return kernel
+
+
+def _rsqrt(x):
+    with np.errstate(**_QUIET):
+        return np.reciprocal(np.sqrt(x))
+
+
+def _logistic(x):
+    if x.dtype.kind == "c":
+        with np.errstate(**_QUIET):
+            return 1 / (1 + np.exp(-x))
+    from scipy.special import expit
+
+    return expit(x)
+
+
+def _imag(x):
+    return np.imag(x) if x.dtype.kind == "c" else np.zeros_like(x)
+
+
+def _real(x):
+    return np.real(x)
+
+
+def _div(x, y):
+    with np.errstate(**_QUIET):
+        if x.dtype.kind in "iu":
+            r = np.fmod(x, y)
+            return np.where(y == 0, 0, np.floor_divide(x - r, np.where(y == 0, 1, y))).astype(x.dtype)
+        return np.true_divide(x, y)
+
+
+def _rem(x, y):
+    with np.errstate(**_QUIET):
+        return np.fmod(x, y)
+
+
+def _pow(x, y):
+    with np.errstate(**_QUIET):
+        if x.dtype.kind == "i":
+            neg = y < 0
+            if neg.any():
+                out = np.power(x, np.where(neg, 0, y))
+                odd = (y % 2) != 0
+                at_neg = np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0))
+                return np.where(neg, at_neg, out).astype(x.dtype)
+        return np.power(x, y)
+
+
+def _shift(fn, left):
+    def kernel(x, y):
+        bits = x.dtype.itemsize * 8
+        ok = (y >= 0) & (y < bits)
+        out = fn(x, np.where(ok, y, 0))
+        fill = 0 if left or x.dtype.kind == "u" else np.where(x < 0, -1, 0)
+        return np.where(ok, out, fill).astype(x.dtype)
+
+    return kernel
+
+
+def _clamp(lo, x, hi):
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(x.reshape(expanded), shape)
+
+
+def _convert(x, *, new_dtype):
+    npd = new_dtype.numpy
+    if x.dtype.kind == "c" and npd.kind != "c":
+        x = np.real(x)
+    with np.errstate(**_QUIET):
+        return x.astype(npd)
+
+
+def _slice(x, *, start_indices, limit_indices, strides):
+    strides = strides or (1,) * x.ndim
+    return x[tuple(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))]
+
+
+def _clamped_starts(shape, starts, sizes):
+    return [min(max(int(s), 0), n - k) for s, n, k in zip(starts, shape, sizes)]
+
+
+def _dynamic_slice(x, *starts, slice_sizes):
+    st = _clamped_starts(x.shape, starts, slice_sizes)
+    return x[tuple(slice(s, s + k) for s, k in zip(st, slice_sizes))]
+
+
+def _dynamic_update_slice(x, update, *starts):
+    out = x.copy()
+    st = _clamped_starts(x.shape, starts, update.shape)
+    out[tuple(slice(s, s + k) for s, k in zip(st, update.shape))] = update
+    return out
+
+
+def _pad(x, value, *, padding_config):
+    core = tuple(n + max(n - 1, 0) * i for n, (_, _, i) in zip(x.shape, padding_config))
+    lo = [max(lo, 0) for lo, _, _ in padding_config]
+    hi = [max(hi, 0) for _, hi, _ in padding_config]
+    out = np.full(tuple(a + c + b for a, c, b in zip(lo, core, hi)), value, dtype=x.dtype)
+    out[tuple(slice(a, a + c, i + 1) for a, c, (_, _, i) in zip(lo, core, padding_config))] = x
+    crop = tuple(slice(max(-l, 0), n - max(-h, 0)) for (l, h, _), n in zip(padding_config, out.shape))
+    return out[crop]
+
+
+def _concatenate(*xs, dimension):
+    return np.concatenate(xs, axis=dimension)
+
+
+def _index_tuple(x, indices, axes):
+    """Clipped per-axis index arrays for x transposed to (axes..., rest...)."""
+    rest = [i for i in range(x.ndim) if i not in axes]
+    xt = np.transpose(x, list(axes) + rest)
+    idx = tuple(np.clip(indices[..., k], 0, max(x.shape[a] - 1, 0)) for k, a in enumerate(axes))
+    return xt, idx
+
+
+def _gather(x, indices, *, axes):
+    if not axes:
+        return np.broadcast_to(x, indices.shape[:-1] + x.shape)
+    if indices.size == 0:
+        rest = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+        return np.zeros(indices.shape[:-1] + rest, dtype=x.dtype)
+    xt, idx = _index_tuple(x, indices, axes)
+    return xt[idx]
+
+
+def _scatter_kernel(add):
+    def kernel(x, indices, updates, *, axes):
+        out = x.copy()
+        if not axes or indices.size == 0:
+            if not axes:
+                upd = updates.reshape((-1,) + x.shape)
+                return out + upd.sum(0, dtype=x.dtype) if add else (upd[-1] if len(upd) else out)
+            return out
+        bounds = np.array([x.shape[a] for a in axes])
+        flat = indices.reshape(-1, len(axes)).astype(np.int64)
+        keep = np.all((flat >= 0) & (flat < bounds), axis=1)
+        rest = updates.shape[indices.ndim - 1:]
+        upd = updates.reshape((-1,) + rest)[keep]
+        flat = flat[keep]
+        out_t = np.transpose(out, list(axes) + [i for i in range(x.ndim) if i not in axes])
+        idx = tuple(flat[:, k] for k in range(len(axes)))
+        if add:
+            np.add.at(out_t, idx, upd)
+        else:
+            out_t[idx] = upd
+        return out
+
+    return kernel
+
+
+def _iota(*, dtype, shape, dimension, device):
+    line = np.arange(shape[dimension], dtype=dtype.numpy)
+    view = [1] * len(shape)
+    view[dimension] = shape[dimension]
+    return np.ascontiguousarray(np.broadcast_to(line.reshape(view), shape))
+
+
+def _full(*, shape, fill_value, dtype, device):
+    npd = dtype.numpy
+    value = np.asarray(fill_value)
+    if value.dtype.kind == "c" and npd.kind != "c":
+        value = value.real
+    with np.errstate(**_QUIET):
+        return np.full(shape, value.astype(npd, casting="unsafe"), dtype=npd)
+
+
+def _reducer(fn, keep_dtype):
+    def kernel(x, *, axes):
+        if keep_dtype:
+            return np.asarray(fn(x, axis=axes, dtype=x.dtype))
+        return np.asarray(fn(x, axis=axes))
+
+    return kernel
+
+
+def _arg(fn):
+    def kernel(x, *, axis, index_dtype):
+        return np.asarray(fn(x, axis=axis)).astype(index_dtype.numpy)
+
+    return kernel
+
+
+def _cumsum(x, *, axis, reverse):
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+    return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+
+def _sort(x, *, dimension, descending, stable):
+    out = np.sort(x, axis=dimension, kind="stable")
+    return np.flip(out, dimension) if descending else out
+
+
+def _argsort(x, *, dimension, descending, stable, index_dtype):
+    if descending:
+        n = x.shape[dimension]
+        idx = n - 1 - np.flip(np.argsort(np.flip(x, dimension), axis=dimension, kind="stable"), dimension)
+    else:
+        idx = np.argsort(x, axis=dimension, kind="stable")
+    return idx.astype(index_dtype.numpy)
+
+
+def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
+    (lc, rc), (lb, rb) = contracting_dims, batch_dims
+    if not lb and lc == (lhs.ndim - 1,) and rc == (0,) and lhs.ndim <= 2 and rhs.ndim <= 2:
+        if lhs.ndim and rhs.ndim:
+            return np.matmul(lhs, rhs)
+    lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
+    bshape = [lhs.shape[i] for i in lb]
+    m = [lhs.shape[i] for i in lf]
+    n = [rhs.shape[i] for i in rf]
+    k = math.prod(lhs.shape[i] for i in lc)
+    a = np.transpose(lhs, list(lb) + lf + list(lc)).reshape(math.prod(bshape), math.prod(m), k)
+    b = np.transpose(rhs, list(rb) + list(rc) + rf).reshape(math.prod(bshape), k, math.prod(n))
+    return np.matmul(a, b).reshape(bshape + m + n)
+
+
+def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                  feature_group_count):
+    nsp = lhs.ndim - 2
+    strides = window_strides or (1,) * nsp
+    padding = padding or ((0, 0),) * nsp
+    ld = lhs_dilation or (1,) * nsp
+    rd = rhs_dilation or (1,) * nsp
+    zero = np.zeros((), lhs.dtype)
+    x = _pad(lhs, zero, padding_config=((0, 0, 0), (0, 0, 0)) + tuple(
+        (lo, hi, d - 1) for (lo, hi), d in zip(padding, ld)))
+    win = tuple((k - 1) * d + 1 for k, d in zip(rhs.shape[2:], rd))
+    n, c = x.shape[:2]
+    g = feature_group_count
+    o = rhs.shape[0]
+    out_sp = tuple((s - w) // st + 1 for s, w, st in zip(x.shape[2:], win, strides))
+    if 0 in (n, o) or 0 in out_sp or c == 0:
+        return np.zeros((n, o) + out_sp, dtype=lhs.dtype)
+    view = np.lib.stride_tricks.sliding_window_view(x, win, axis=tuple(range(2, 2 + nsp)))
+    view = view[(slice(None), slice(None)) + tuple(slice(None, None, st) for st in strides)
+                + tuple(slice(None, None, d) for d in rd)]
+    view = view.reshape((n, g, c // g) + view.shape[2:])
+    w = rhs.reshape((g, o // g) + rhs.shape[1:])
+    sp = "".join(chr(ord("p") + i) for i in range(nsp))
+    kw = "".join(chr(ord("h") + i) for i in range(nsp))
+    out = np.einsum(f"ngc{sp}{kw},goc{kw}->ngo{sp}", view, w, optimize=True)
+    return np.ascontiguousarray(out.reshape((n, o) + out_sp)).astype(lhs.dtype, copy=False)
+
+
+KERNELS = {
+    "neg": np.negative, "abs": np.abs, "sign": np.sign, "conj": np.conj, "real": _real,
+    "imag": _imag, "exp": _quiet(np.exp), "expm1": _quiet(np.expm1), "log": _quiet(np.log),
+    "log1p": _quiet(np.log1p), "sin": _quiet(np.sin), "cos": _quiet(np.cos),
+    "tan": _quiet(np.tan), "asin": _quiet(np.arcsin), "acos": _quiet(np.arccos),
+    "atan": _quiet(np.arctan), "sinh": _quiet(np.sinh), "cosh": _quiet(np.cosh),
+    "tanh": _quiet(np.tanh), "asinh": _quiet(np.arcsinh), "acosh": _quiet(np.arccosh),
+    "atanh": _quiet(np.arctanh), "sqrt": _quiet(np.sqrt), "rsqrt": _rsqrt,
+    "logistic": _logistic, "floor": _round_like(np.floor), "ceil": _round_like(np.ceil),
+    "round": _round_like(np.round), "trunc": _round_like(np.trunc), "isnan": np.isnan,
+    "isinf": np.isinf, "isfinite": np.isfinite, "logical_not": np.logical_not,
+    "bitwise_not": np.invert,
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": _div, "rem": _rem,
+    "pow": _pow, "maximum": np.maximum, "minimum": np.minimum, "atan2": _quiet(np.arctan2),
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
+    "logical_or": np.logical_or, "logical_xor": np.logical_xor,
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "shift_left": _shift(np.left_shift, True), "shift_right": _shift(np.right_shift, False),
+    "select": np.where, "clamp": _clamp,
+    "reshape": lambda x, *, new_sizes: np.reshape(x, new_sizes),
+    "transpose": lambda x, *, permutation: np.transpose(x, permutation),
+    "broadcast_in_dim": _broadcast_in_dim, "convert": _convert,
+    "bitcast_convert": lambda x, *, new_dtype: x.view(new_dtype.numpy),
+    "slice": _slice, "dynamic_slice": _dynamic_slice,
+    "dynamic_update_slice": _dynamic_update_slice, "pad": _pad, "concatenate": _concatenate,
+    "reverse": lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x,
+    "gather": _gather, "scatter": _scatter_kernel(False), "scatter_add": _scatter_kernel(True),
+    "iota": _iota, "full": _full, "copy": lambda x: np.array(x, copy=True),
+    "reduce_sum": _reducer(np.sum, True), "reduce_prod": _reducer(np.prod, True),
+    "reduce_max": _reducer(np.max, False), "reduce_min": _reducer(np.min, False),
+    "reduce_and": _reducer(np.all, False), "reduce_or": _reducer(np.any, False),
+    "argmax": _arg(np.argmax), "argmin": _arg(np.argmin), "cumsum": _cumsum,
+    "sort": _sort, "argsort": _argsort, "dot_general": _dot_general,
+    "conv_general": _conv_general,
+}

@@ -1,0 +1,64 @@
+"""The backend contract.
+
+A backend plugin registers a `Backend`: named devices, the dtypes each supports,
+host and DLPack transfer, a kernel table keyed by primitive name or family id,
+and energy telemetry per device. The runtime never calls a backend for an op it
+has no kernel for. Kernels take backend buffers and normalized params and return
+a buffer (or a tuple of buffers for multi-result ops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .dtypes import DType
+from .energy import EnergyTelemetry
+
+Kernel = Callable[..., Any]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What a backend plugin provides. `compile(graph)` is optional."""
+
+    name: str
+    priority: int
+
+    def devices(self) -> tuple[str, ...]:
+        """Device ids this backend can run on now, e.g. ("cpu",) or ("cpu", "cuda:0")."""
+
+    def supported_dtypes(self, device: str) -> frozenset[DType]:
+        """The dtypes `device` can hold; others are a DTypeError, never a silent cast."""
+
+    def kernels(self) -> Mapping[str, Kernel]:
+        """Kernel table: primitive name or family id -> kernel. Must be cheap to build."""
+
+    def from_host(self, array: np.ndarray, device: str) -> Any:
+        """A buffer on `device` holding a copy of (or sharing) a C-contiguous host array."""
+
+    def to_host(self, buf: Any) -> np.ndarray:
+        """A NumPy array with the buffer's values (may share memory)."""
+
+    def describe(self, buf: Any) -> tuple[tuple[int, ...], DType]:
+        """Shape and dtype of a buffer of this backend."""
+
+    def from_dlpack(self, obj: Any, device: str) -> Any:
+        """A buffer sharing memory with an object that implements `__dlpack__`."""
+
+    def to_dlpack(self, buf: Any, **kwargs: Any) -> Any:
+        """The DLPack capsule of a buffer (the `__dlpack__` protocol)."""
+
+    def dlpack_device(self, buf: Any) -> tuple[int, int]:
+        """The `__dlpack_device__` pair of a buffer."""
+
+    def telemetry(self, device: str) -> EnergyTelemetry:
+        """Energy telemetry of a device (measured or estimated, labelled as such)."""
+
+
+REQUIRED_BACKEND_ATTRS = (
+    "name", "devices", "supported_dtypes", "kernels", "from_host", "to_host", "describe",
+    "from_dlpack", "to_dlpack", "dlpack_device", "telemetry",
+)

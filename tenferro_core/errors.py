@@ -1,0 +1,77 @@
+"""The one exception hierarchy of tenferro.
+
+Every error names what was expected, what was given and what to do. Each class
+also derives from the builtin a NumPy user would catch (ValueError, TypeError,
+IndexError, AttributeError), so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+
+class TenferroError(Exception):
+    """Root of every error tenferro raises on purpose."""
+
+
+class ShapeError(TenferroError, ValueError):
+    """A shape, axis or size does not fit the operation."""
+
+
+class AxisError(ShapeError, IndexError):
+    """An axis is out of range for the array's rank."""
+
+
+class TenferroIndexError(TenferroError, IndexError):
+    """An index is out of range or of the wrong kind."""
+
+
+class DTypeError(TenferroError, TypeError):
+    """A dtype is not accepted, not supported by a backend, or cannot be promoted."""
+
+
+class ArgumentError(TenferroError, TypeError):
+    """A non-tensor argument (parameter, payload, keyword) is wrong."""
+
+
+class DeviceError(TenferroError, ValueError):
+    """Unknown device, or tensors on different devices in one operation."""
+
+
+class MissingKernelError(TenferroError, NotImplementedError):
+    """No kernel for a primitive on the backend asked to run it."""
+
+
+class MissingRuleError(TenferroError, NotImplementedError):
+    """No AD rule (jvp, transpose, vjp) registered for an operation."""
+
+
+class MissingExtensionError(TenferroError, AttributeError):
+    """An op family (linalg, fft, ...) is used but its package is not installed."""
+
+
+class ConcretizationError(TenferroError, TypeError):
+    """A concrete value was needed where only an abstract (traced) one exists."""
+
+
+class PluginError(TenferroError, RuntimeError):
+    """A plugin failed to load or made an invalid or duplicate registration."""
+
+
+class EnergyBudgetExceeded(TenferroError, RuntimeError):
+    """An `energy_budget` region used more energy than allowed."""
+
+
+__all__ = [
+    "TenferroError",
+    "ShapeError",
+    "AxisError",
+    "TenferroIndexError",
+    "DTypeError",
+    "ArgumentError",
+    "DeviceError",
+    "MissingKernelError",
+    "MissingRuleError",
+    "MissingExtensionError",
+    "ConcretizationError",
+    "PluginError",
+    "EnergyBudgetExceeded",
+]

@@ -1,0 +1,181 @@
+"""Shared internals of the namespace: conversion, promotion, broadcasting, axes.
+
+Every namespace module builds on these; none of them touches backend buffers.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tenferro_core import dtypes as D
+from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeError
+
+from .. import lax
+from ..runtime import Device, default_runtime
+from ..tensor import Tensor
+
+SCALAR_TYPES = (bool, int, float, complex)
+
+_INT_RANGE = {d: (np.iinfo(d.numpy).min, np.iinfo(d.numpy).max) for d in D.INTEGER}
+
+
+def is_scalar(x: Any) -> bool:
+    return isinstance(x, SCALAR_TYPES)
+
+
+def resolve_device(device: Any) -> Device:
+    """A Device from None (the default), a name or a Device."""
+    if isinstance(device, Device):
+        return device
+    return default_runtime().device(device)
+
+
+def check_tensor(name: str, x: Any, what: str = "x") -> Tensor:
+    if not isinstance(x, Tensor):
+        raise ArgumentError(
+            f"{name}: {what} must be a tenferro Tensor, got {type(x).__name__}; "
+            f"wrap it with tenferro_runtime.array_api.asarray"
+        )
+    return x
+
+
+def check_scalar_fits(name: str, value: Any, dtype: D.DType) -> None:
+    """Python int scalars must fit the integer dtype they combine with (as in NumPy 2)."""
+    if dtype in _INT_RANGE and isinstance(value, int) and not isinstance(value, bool):
+        lo, hi = _INT_RANGE[dtype]
+        if not lo <= value <= hi:
+            raise DTypeError(
+                f"{name}: Python int {value} is out of range for {dtype} ({lo}..{hi}); "
+                f"convert the tensor to a wider dtype first"
+            )
+
+
+def full(shape: Sequence[int], value: Any, dtype: D.DType, device: Device) -> Tensor:
+    return lax.full(shape=tuple(shape), fill_value=value, dtype=dtype, device=device)
+
+
+def scalar_like(name: str, value: Any, dtype: D.DType, device: Device) -> Tensor:
+    """A 0-d tensor of `dtype` holding a Python scalar."""
+    check_scalar_fits(name, value, dtype)
+    if isinstance(value, complex) and dtype.kind != "c":
+        raise DTypeError(f"{name}: cannot combine a complex scalar with a {dtype} tensor")
+    return full((), value, dtype, device)
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """Array API broadcasting of shapes; ShapeError naming the incompatible sizes."""
+    if len(shapes) == 1:
+        return shapes[0]
+    nd = builtins.max(len(s) for s in shapes)
+    out = []
+    for i in range(-nd, 0):
+        size = 1
+        for s in shapes:
+            if len(s) >= -i:
+                n = s[i]
+                if n != 1:
+                    if size not in (1, n):
+                        raise ShapeError(
+                            f"shapes {', '.join(map(str, shapes))} cannot be broadcast together: "
+                            f"axis {i} has sizes {size} and {n}; sizes must match or be 1"
+                        )
+                    size = n
+        out.append(size)
+    return tuple(out)
+
+
+def broadcast_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    if x.shape == shape:
+        return x
+    if len(shape) < x.ndim or broadcast_shapes(x.shape, shape) != shape:
+        raise ShapeError(f"cannot broadcast a tensor of shape {x.shape} to shape {shape}")
+    return lax.broadcast_in_dim(
+        x, shape=shape, broadcast_dimensions=tuple(range(len(shape) - x.ndim, len(shape)))
+    )
+
+
+def convert(x: Tensor, dtype: D.DType) -> Tensor:
+    return x if x.dtype is dtype else lax.convert(x, new_dtype=dtype)
+
+
+def promote(name: str, *args: Any) -> list[Tensor]:
+    """Tensors of one dtype from tensors and Python scalars (Array API promotion)."""
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    if not tensors:
+        raise ArgumentError(
+            f"{name}: at least one argument must be a tenferro Tensor, got "
+            f"{', '.join(type(a).__name__ for a in args)}"
+        )
+    dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        if t.dtype is not dtype:
+            dtype = D.promote_types(dtype, t.dtype)
+    for a in args:
+        if not isinstance(a, Tensor):
+            if not is_scalar(a):
+                raise ArgumentError(
+                    f"{name}: expected a Tensor or a Python scalar, got {type(a).__name__}; "
+                    f"wrap array-likes with asarray"
+                )
+            dtype = D.promote_scalar(dtype, a)
+    device = tensors[0].device
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            out.append(convert(a, dtype))
+        else:
+            out.append(scalar_like(name, a, dtype, device))
+    return out
+
+
+def elementwise_operands(name: str, *args: Any) -> list[Tensor]:
+    """Promote, then broadcast to one shape: the operands of an elementwise primitive."""
+    if len(args) == 2:
+        a, b = args
+        if (type(a) is Tensor and type(b) is Tensor and a._aval.dtype is b._aval.dtype
+                and a._aval.shape == b._aval.shape):
+            return [a, b]
+    ts = promote(name, *args)
+    shape = broadcast_shapes(*(t.shape for t in ts))
+    return [broadcast_to(t, shape) for t in ts]
+
+
+def normalize_axis(name: str, axis: Any, ndim: int) -> int:
+    try:
+        ax = operator.index(axis)
+    except TypeError:
+        raise ArgumentError(f"{name}: axis must be an int, got {type(axis).__name__}") from None
+    if not -ndim <= ax < ndim:
+        raise AxisError(
+            f"{name}: axis {ax} is out of range for a tensor of rank {ndim}; "
+            f"expected {-ndim} <= axis < {ndim}"
+        )
+    return ax % ndim
+
+
+def normalize_axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
+    """None -> all axes; an int or tuple of ints -> sorted non-negative axes, no repeats."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(normalize_axis(name, a, ndim) for a in axis)
+    else:
+        axes = (normalize_axis(name, axis, ndim),)
+    if len(set(axes)) != len(axes):
+        raise AxisError(f"{name}: repeated axis in {axis}")
+    return tuple(sorted(axes))
+
+
+def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
+    shape = tuple(shape)
+    return x if x.shape == shape else lax.reshape(x, new_sizes=shape)
+
+
+def expand_reduced(x: Tensor, in_shape: tuple[int, ...], axes: tuple[int, ...]) -> Tensor:
+    """Reinsert reduced axes as size-1 axes (keepdims)."""
+    return reshape(x, tuple(1 if i in axes else n for i, n in enumerate(in_shape)))

@@ -1,0 +1,44 @@
+"""The Array API inspection namespace (`__array_namespace_info__`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenferro_core import dtypes as D
+
+from ..runtime import default_runtime
+from ._helpers import resolve_device
+
+_KINDS = ("bool", "signed integer", "unsigned integer", "integral", "real floating",
+          "complex floating", "numeric")
+
+
+class Info:
+    """What this namespace supports, per device."""
+
+    def capabilities(self) -> dict[str, Any]:
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": None}
+
+    def default_device(self):
+        return default_runtime().default_device()
+
+    def devices(self) -> list:
+        rt = default_runtime()
+        return [rt.device(n) for n in rt.device_names()]
+
+    def default_dtypes(self, *, device: Any = None) -> dict[str, D.DType]:
+        resolve_device(device)
+        return {"real floating": D.DEFAULT_FLOAT, "complex floating": D.DEFAULT_COMPLEX,
+                "integral": D.DEFAULT_INT, "indexing": D.DEFAULT_INDEX}
+
+    def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, D.DType]:
+        dev = resolve_device(device)
+        out = {}
+        for d in D.ALL_DTYPES:
+            if d in dev.dtypes and (kind is None or D.isdtype(d, kind)):
+                out[d.name] = d
+        return out
+
+
+def __array_namespace_info__() -> Info:
+    return Info()

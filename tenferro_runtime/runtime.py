@@ -1,0 +1,299 @@
+"""The Runtime: an explicit snapshot of what the plugins registered.
+
+Backends, ops, kernels, AD rules, passes, meters and caches live here and
+nowhere else. `default_runtime()` builds one lazily from the entry points;
+tests and users build their own from an explicit plugin list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import traceback
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from tenferro_core import catalog
+from tenferro_core.dtypes import DType
+from tenferro_core.errors import DeviceError, MissingKernelError, PluginError
+from tenferro_core.plugins import Plugin, PluginReport, Registration, discover, make_plugin_manager
+from tenferro_core.primitive import Primitive
+
+from .caches import Caches
+
+
+class Device:
+    """A device of one backend in one runtime, named ``"<backend>:<id>"``.
+
+    Holds the precomputed kernel table {Primitive: kernel} used by eager dispatch.
+    """
+
+    __slots__ = ("name", "id", "backend", "runtime", "kernels", "dtypes", "__weakref__")
+
+    def __init__(self, runtime: Runtime, backend: Any, device_id: str, kernels: dict, dtypes: frozenset):
+        self.runtime = runtime
+        self.backend = backend
+        self.id = device_id
+        self.name = f"{backend.name}:{device_id}"
+        self.kernels = kernels
+        self.dtypes = dtypes
+
+    def __repr__(self) -> str:
+        return f"Device({self.name!r})"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return other == self.name
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def supports(self, dtype: DType) -> bool:
+        return dtype in self.dtypes
+
+
+class Runtime:
+    """Backends, ops, kernels and rules from an explicit list of plugins.
+
+    `plugins` holds modules/objects implementing `tenferro_register`, or
+    `tenferro_core.plugins.Plugin` records. `strict=True` raises the first
+    plugin failure instead of reporting it.
+    """
+
+    def __init__(self, plugins: Iterable[Any] = (), *, reports: Iterable[PluginReport] = (),
+                 strict: bool = False):
+        self.reports: list[PluginReport] = list(reports)
+        self.backends: dict[str, tuple[Any, int, str]] = {}
+        self.ops: dict[str, Primitive] = dict(catalog.BY_NAME)
+        self._op_source: dict[str, str] = {n: "tenferro_core" for n in self.ops}
+        self.kernels: dict[tuple[str, str], tuple[Any, int, str]] = {}
+        self.rules: dict[tuple[str, str], Any] = {}
+        self._rule_source: dict[tuple[str, str], str] = {}
+        self.passes: dict[str, Any] = {}
+        self.meters: dict[str, Any] = {}
+        self.namespaces: dict[str, Any] = {}
+        self.caches = Caches()
+        self.eval_cache = self.caches.get("abstract_eval", 8192)
+        self._devices: dict[str, Device] = {}
+        self._pm = make_plugin_manager()
+        for p in plugins:
+            if not isinstance(p, Plugin):
+                p = Plugin(getattr(p, "__name__", type(p).__name__), p)
+            self._load(p, strict)
+
+    @classmethod
+    def from_entry_points(cls, allow: Iterable[str] | None = None,
+                          block: Iterable[str] | None = None, strict: bool = False) -> Runtime:
+        """Discover plugins of entry-point group ``tenferro`` (honouring the allow/block lists)."""
+        plugins, reports = discover(allow, block)
+        if strict and any(r.error for r in reports):
+            raise PluginError(next(r.error for r in reports if r.error))
+        return cls(plugins, reports=reports, strict=strict)
+
+    # ---- loading -------------------------------------------------------
+    def _load(self, plugin: Plugin, strict: bool) -> None:
+        report = PluginReport(plugin.name, plugin.distribution, plugin.version,
+                              getattr(plugin.obj, "__name__", None))
+        self.reports.append(report)
+        reg = Registration(plugin.name if not plugin.distribution else
+                           f"{plugin.name} ({plugin.distribution})")
+        try:
+            self._pm.register(plugin.obj, name=f"{plugin.name}#{len(self.reports)}")
+            impls = [i for i in self._pm.hook.tenferro_register.get_hookimpls() if i.plugin is plugin.obj]
+            if not impls:
+                raise PluginError(
+                    f"plugin {plugin.name!r} implements no 'tenferro_register' hook; decorate a "
+                    f"function with tenferro_core.hookimpl"
+                )
+            for impl in impls:
+                impl.function(registry=reg)
+            self._commit(reg)
+        except Exception as exc:  # a broken plugin must not stop the others
+            with contextlib.suppress(Exception):
+                self._pm.unregister(plugin.obj)
+            report.error = f"{type(exc).__name__}: {exc}"
+            report.traceback = traceback.format_exc()
+            if strict:
+                raise PluginError(f"plugin {plugin.name!r} failed: {report.error}") from exc
+            return
+        report.registered = reg.summary()
+
+    def _commit(self, reg: Registration) -> None:
+        """Validate a plugin's registration against what is loaded, then apply it whole."""
+        src = reg.source
+        names = [b.name for b, _ in reg.backends]
+        for b, _ in reg.backends:
+            if b.name in self.backends or names.count(b.name) > 1:
+                other = self.backends.get(b.name, (None, None, src))[2]
+                raise PluginError(f"backend {b.name!r} is registered twice: by {other} and by {src}")
+        ops = [op.name for op in reg.ops]
+        for op in reg.ops:
+            if op.name in self.ops or ops.count(op.name) > 1:
+                other = self._op_source.get(op.name, src)
+                raise PluginError(f"op {op.name!r} is registered twice: by {other} and by {src}")
+        kernels: list[tuple[str, str, Any, int]] = list(reg.kernels)
+        for b, _ in reg.backends:
+            kernels = [(b.name, n, fn, -1) for n, fn in b.kernels().items()] + kernels
+        staged: dict[tuple[str, str], tuple[Any, int, str]] = {}
+        for backend, name, fn, prio in kernels:
+            key = (backend, name)
+            prev = staged.get(key) or self.kernels.get(key)
+            if prev is not None and prev[1] == prio:
+                raise PluginError(
+                    f"kernel for {name!r} on backend {backend!r} is registered twice at priority "
+                    f"{prio}: by {prev[2]} and by {src}; give one a higher priority"
+                )
+            if prev is None or prio > prev[1]:
+                staged[key] = (fn, prio, src)
+        for kind, name, _ in reg.rules:
+            if (kind, name) in self.rules:
+                raise PluginError(
+                    f"{kind} rule for {name!r} is registered twice: by "
+                    f"{self._rule_source[(kind, name)]} and by {src}"
+                )
+        for n, _ in reg.namespaces:
+            if n in self.namespaces:
+                raise PluginError(f"namespace array_api.{n} is registered twice (again by {src})")
+        for n, _ in reg.passes:
+            if n in self.passes:
+                raise PluginError(f"pass {n!r} is registered twice (again by {src})")
+        # all checks passed: apply
+        for b, prio in reg.backends:
+            self.backends[b.name] = (b, prio, src)
+        for op in reg.ops:
+            self.ops[op.name] = op
+            self._op_source[op.name] = src
+        self.kernels.update(staged)
+        for kind, name, fn in reg.rules:
+            self.rules[(kind, name)] = fn
+            self._rule_source[(kind, name)] = src
+        self.passes.update(reg.passes)
+        self.meters.update(reg.meters)
+        self.namespaces.update(reg.namespaces)
+        self._devices.clear()
+
+    # ---- devices -------------------------------------------------------
+    def device(self, spec: str | Device | None = None) -> Device:
+        """The Device for ``"<backend>:<id>"`` (None: the default device)."""
+        if spec is None:
+            return self.default_device()
+        if isinstance(spec, Device):
+            if spec.runtime is not self:
+                return self.device(spec.name)
+            return spec
+        if not isinstance(spec, str):
+            raise DeviceError(
+                f"expected a device name like 'numpy:cpu' or a Device, got {type(spec).__name__} {spec!r}"
+            )
+        dev = self._devices.get(spec)
+        if dev is not None:
+            return dev
+        backend_name, _, device_id = spec.partition(":")
+        entry = self.backends.get(backend_name)
+        if entry is None:
+            raise DeviceError(
+                f"unknown backend {backend_name!r} in device {spec!r}; installed backends: "
+                f"{sorted(self.backends) or 'none'}; install its plugin or pick one of "
+                f"{self.device_names()}"
+            )
+        backend = entry[0]
+        ids = tuple(backend.devices())
+        if not device_id and ids:
+            device_id = ids[0]
+        if device_id not in ids:
+            raise DeviceError(
+                f"backend {backend_name!r} has no device {device_id!r}; it has {list(ids)}"
+            )
+        table = {}
+        for (bname, opname), (fn, _, _) in self.kernels.items():
+            if bname == backend_name and opname in self.ops:
+                table[self.ops[opname]] = fn
+        dev = Device(self, backend, device_id, table, frozenset(backend.supported_dtypes(device_id)))
+        self._devices[spec] = self._devices[dev.name] = dev
+        return dev
+
+    def device_names(self) -> list[str]:
+        """Every device of every backend (asks each backend which devices it has)."""
+        out = []
+        for name, (b, _, _) in sorted(self.backends.items(), key=lambda kv: -kv[1][1]):
+            try:
+                out += [f"{name}:{d}" for d in b.devices()]
+            except Exception:  # a backend whose library is broken lists no devices
+                continue
+        return out
+
+    def default_device(self) -> Device:
+        """The context override, else $TENFERRO_DEVICE, else numpy:cpu, else the top-priority backend."""
+        spec = _DEFAULT_DEVICE.get() or os.environ.get("TENFERRO_DEVICE")
+        if spec:
+            return self.device(spec)
+        if "numpy" in self.backends:
+            return self.device("numpy:cpu")
+        if not self.backends:
+            raise DeviceError(
+                "no backend is installed; install tenferro-numpy (pip install backend_plugins/numpy)"
+            )
+        best = max(self.backends.items(), key=lambda kv: kv[1][1])[0]
+        return self.device(best)
+
+    # ---- lookups -------------------------------------------------------
+    def missing_kernel(self, prim: Primitive, device: Device) -> MissingKernelError:
+        have = sorted({b for (b, n) in self.kernels if n == prim.name})
+        return MissingKernelError(
+            f"backend {device.backend.name!r} has no kernel for {prim.name!r}; backends that have "
+            f"it: {have or 'none'}; move the tensors with .to_device() to one of those, or install "
+            f"a plugin that registers a kernel for {prim.name!r} on {device.backend.name!r}"
+        )
+
+    def rule(self, kind: str, op: Primitive) -> Any:
+        return self.rules.get((kind, op.name))
+
+
+_DEFAULT_RUNTIME: list[Runtime] = []
+_RUNTIME_OVERRIDE: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar(
+    "tenferro_runtime", default=None
+)
+_DEFAULT_DEVICE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "tenferro_device", default=None
+)
+
+
+def default_runtime() -> Runtime:
+    """The runtime built from entry points on first use (or the one `use_runtime` set)."""
+    rt = _RUNTIME_OVERRIDE.get()
+    if rt is not None:
+        return rt
+    if not _DEFAULT_RUNTIME:
+        _DEFAULT_RUNTIME.append(Runtime.from_entry_points())
+    return _DEFAULT_RUNTIME[0]
+
+
+def reset_default_runtime() -> None:
+    """Forget the lazily built default runtime (re-discovers plugins on next use)."""
+    _DEFAULT_RUNTIME.clear()
+
+
+@contextlib.contextmanager
+def use_runtime(rt: Runtime) -> Iterator[Runtime]:
+    """Make `rt` the runtime that creation functions use inside the block."""
+    token = _RUNTIME_OVERRIDE.set(rt)
+    try:
+        yield rt
+    finally:
+        _RUNTIME_OVERRIDE.reset(token)
+
+
+@contextlib.contextmanager
+def default_device(spec: str | Device) -> Iterator[Device]:
+    """Make `spec` the default device inside the block."""
+    dev = default_runtime().device(spec)
+    token = _DEFAULT_DEVICE.set(dev.name)
+    try:
+        yield dev
+    finally:
+        _DEFAULT_DEVICE.reset(token)

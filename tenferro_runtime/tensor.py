@@ -1,0 +1,205 @@
+"""`Tensor`: a backend buffer with its aval (shape, dtype, device).
+
+Operators and methods go through the Array API namespace, so they promote,
+broadcast and dispatch exactly as its functions do. Tensors are values;
+in-place operators and `__setitem__` compute a new buffer and rebind it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tenferro_core.avals import Aval
+from tenferro_core.errors import DTypeError, ShapeError
+
+
+class Tensor:
+    """An n-d array on a tenferro device. Build one with `array_api.asarray`."""
+
+    __slots__ = ("_buf", "_aval", "__weakref__")
+    __array_priority__ = 1000.0
+    __hash__ = None  # arrays compare elementwise, so they are unhashable (as in NumPy)
+
+    def __init__(self, data: Any, dtype: Any = None, device: Any = None):
+        t = _xp.asarray(data, dtype=dtype, device=device)
+        self._buf, self._aval = t._buf, t._aval
+
+    @classmethod
+    def _new(cls, buf: Any, aval: Aval) -> Tensor:
+        t = object.__new__(cls)
+        t._buf = buf
+        t._aval = aval
+        return t
+
+    # ---- attributes --------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._aval.shape
+
+    @property
+    def dtype(self):
+        return self._aval.dtype
+
+    @property
+    def device(self):
+        return self._aval.device
+
+    @property
+    def ndim(self) -> int:
+        return len(self._aval.shape)
+
+    @property
+    def size(self) -> int:
+        return self._aval.size
+
+    @property
+    def aval(self) -> Aval:
+        return self._aval
+
+    @property
+    def T(self) -> Tensor:
+        if self.ndim != 2:
+            raise ShapeError(
+                f".T needs a 2-d tensor, got {self.ndim}-d; use .mT for stacks of matrices or "
+                f"permute_dims for other ranks"
+            )
+        return _xp.permute_dims(self, (1, 0))
+
+    @property
+    def mT(self) -> Tensor:
+        return _xp.matrix_transpose(self)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # ---- interop -----------------------------------------------------
+    def __array_namespace__(self, *, api_version: str | None = None):
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ValueError(f"unsupported Array API version {api_version!r}; tenferro implements 2024.12")
+        return _xp
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
+        return _xp._creation.to_device(self, device, stream=stream)
+
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array (a host copy unless the backend shares memory)."""
+        return self.device.backend.to_host(self._buf)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        host = self.numpy()
+        if dtype is not None and host.dtype != dtype:
+            return host.astype(dtype)
+        return host.copy() if copy else host
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: bool | None = None) -> Any:
+        return self.device.backend.to_dlpack(
+            self._buf, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
+        )
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.device.backend.dlpack_device(self._buf)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
+        return f"Tensor({body}, dtype={self.dtype}, device='{self.device}')"
+
+    def __str__(self) -> str:
+        return str(self.numpy())
+
+    # ---- Python scalars ------------------------------------------------
+    def _scalar(self, what: str) -> Any:
+        if self.size != 1:
+            raise ShapeError(
+                f"{what}() needs a tensor with exactly one element, got shape {self.shape}; "
+                f"use any()/all() to reduce a boolean tensor"
+            )
+        return self.numpy().reshape(()).item()
+
+    def __bool__(self) -> bool:
+        return bool(self._scalar("bool"))
+
+    def __int__(self) -> int:
+        if self.dtype.kind == "c":
+            raise DTypeError("int() of a complex tensor; take .real first")
+        return int(self._scalar("int"))
+
+    def __float__(self) -> float:
+        if self.dtype.kind == "c":
+            raise DTypeError("float() of a complex tensor; take real() first")
+        return float(self._scalar("float"))
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar("complex"))
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu":
+            raise DTypeError(f"only integer tensors can be used as an index, got {self.dtype}")
+        return int(self._scalar("index"))
+
+    # ---- operators -----------------------------------------------------
+    def __getitem__(self, key: Any) -> Tensor:
+        return _xp._indexing.getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        new = _xp._indexing.setitem(self, key, value)
+        self._buf, self._aval = new._buf, new._aval
+
+    def _inplace(self, fn: Any, other: Any) -> Tensor:
+        res = fn(self, other)
+        if res.dtype is not self.dtype or res.shape != self.shape:
+            raise DTypeError(
+                f"in-place {fn.__name__} would change the tensor from {self.dtype}{list(self.shape)} "
+                f"to {res.dtype}{list(res.shape)}; in-place operators keep dtype and shape, so use "
+                f"the out-of-place operator"
+            )
+        self._buf, self._aval = res._buf, res._aval
+        return self
+
+    def __pos__(self) -> Tensor:
+        return _xp.positive(self)
+
+    def __neg__(self) -> Tensor:
+        return _xp.negative(self)
+
+    def __abs__(self) -> Tensor:
+        return _xp.abs(self)
+
+    def __invert__(self) -> Tensor:
+        return _xp.bitwise_invert(self)
+
+
+def _binop(fname: str, reflected: bool = False):
+    def op(self, other):
+        fn = getattr(_xp, fname)
+        return fn(other, self) if reflected else fn(self, other)
+
+    return op
+
+
+def _iop(fname: str):
+    def op(self, other):
+        return self._inplace(getattr(_xp, fname), other)
+
+    return op
+
+
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "pow", "matmul": "matmul",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
+}
+for _short, _fname in _BINARY.items():
+    setattr(Tensor, f"__{_short}__", _binop(_fname))
+    setattr(Tensor, f"__r{_short}__", _binop(_fname, reflected=True))
+    setattr(Tensor, f"__i{_short}__", _iop(_fname))
+for _short, _fname in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+                       "eq": "equal", "ne": "not_equal"}.items():
+    setattr(Tensor, f"__{_short}__", _binop(_fname))
+
+from . import array_api as _xp  # noqa: E402  (the namespace imports Tensor first)
