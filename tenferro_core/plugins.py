@@ -107,7 +107,7 @@ class Registration:
         self.namespaces.append((name, module))
 
     def summary(self) -> list[str]:
-        out = [f"backend {b.name} (priority {p})" for b, p in self.backends]
+        out = [f"backend {b.name} (priority {p}, {len(b.kernels())} kernels)" for b, p in self.backends]
         out += [f"op {op.name}" for op in self.ops]
         by_backend: dict[str, int] = {}
         for b, *_ in self.kernels:
@@ -176,7 +176,8 @@ def discover(
         seen.add(ep.name)
         names = {ep.name, dist}
         if (allow_set is not None and not names & allow_set) or (block_set and names & block_set):
-            why = "not in TENFERRO_PLUGINS" if allow_set is not None and not names & allow_set else "in TENFERRO_DISABLE_PLUGINS"
+            allowed = allow_set is None or bool(names & allow_set)
+            why = "in TENFERRO_DISABLE_PLUGINS" if allowed else "not in TENFERRO_PLUGINS"
             reports.append(PluginReport(ep.name, dist, version, ep.value, disabled=True, error=None,
                                         registered=[f"disabled ({why})"]))
             continue

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from . import lax
+from . import (
+    array_api,  # noqa: E402,I001  (after Tensor: the namespace builds on it)
+    lax,
+)
 from .dispatch import bind, eager
 from .runtime import Device, Runtime, default_device, default_runtime, reset_default_runtime, use_runtime
 from .tensor import Tensor
-
-from . import array_api  # noqa: E402,I001  (after Tensor: the namespace builds on it)
 
 __version__ = "0.1.0"
 __all__ = [

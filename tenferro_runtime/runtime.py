@@ -209,6 +209,10 @@ class Runtime:
             raise DeviceError(
                 f"backend {backend_name!r} has no device {device_id!r}; it has {list(ids)}"
             )
+        dev = self._devices.get(f"{backend_name}:{device_id}")
+        if dev is not None:
+            self._devices[spec] = dev
+            return dev
         table = {}
         for (bname, opname), (fn, _, _) in self.kernels.items():
             if bname == backend_name and opname in self.ops:

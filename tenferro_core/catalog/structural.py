@@ -7,10 +7,18 @@ import math
 from ..dtypes import DEFAULT_INDEX
 from ..errors import DTypeError, ShapeError
 from ..params import (
-    p_any, p_dtype, p_int_pairs, p_ints, p_nonneg_int, p_optional, p_scalar, p_shape,
+    p_any,
+    p_dtype,
+    p_int_pairs,
+    p_ints,
+    p_nonneg_int,
+    p_optional,
+    p_scalar,
+    p_shape,
 )
 from ..primitive import REQUIRED, Primitive
 from ._rules import check_axes, check_kinds, check_scalar_int, same_dtypes
+
 
 def _reshape(x, *, new_sizes):
     if math.prod(new_sizes) != x.size:

@@ -9,10 +9,24 @@ from __future__ import annotations
 
 import math as _math
 
+from tenferro_core.dtypes import (
+    bfloat16,
+    complex64,
+    complex128,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from tenferro_core.dtypes import (  # noqa: F401
     bool_ as bool,
-    complex64, complex128, float16, bfloat16, float32, float64,
-    int8, int16, int32, int64, uint8, uint16, uint32, uint64,
 )
 from tenferro_core.errors import MissingExtensionError as _MissingExtensionError
 

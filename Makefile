@@ -1,0 +1,41 @@
+# The two commands of the README: `make demo` and `make test`. Both create the
+# virtual environment, install the root package and every plugin folder, then
+# run the demo or the whole test suite. `make bench` runs the benchmarks.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PLUGINS := $(sort $(dir $(wildcard backend_plugins/*/pyproject.toml extensions/*/pyproject.toml)))
+STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.bench-installed
+JOBS ?= 2
+
+.PHONY: setup demo test lint bench clean
+
+$(STAMP): pyproject.toml requirements-dev.txt $(addsuffix pyproject.toml,$(PLUGINS))
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e . $(addprefix -e ,$(PLUGINS))
+	touch $@
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/python -m tenferro_runtime plugins
+	$(BIN)/python examples/demo.py
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: setup lint
+	$(BIN)/python -m pytest -n $(JOBS)
+
+$(BENCH_STAMP): $(STAMP) requirements-bench.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
+	touch $@
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/eager_overhead.py
+
+clean:
+	rm -rf $(VENV) .hypothesis

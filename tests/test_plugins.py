@@ -1,0 +1,217 @@
+"""Plugin discovery, isolation of broken plugins, allow/block lists, duplicates, CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tenferro_numpy.plugin as numpy_plugin
+from plugin_fixtures import BackendPlugin, TwinBackend, install_fake_dists
+from tenferro_core import catalog, define_op, hookimpl
+from tenferro_core.errors import ArgumentError, MissingExtensionError, MissingKernelError, PluginError
+from tenferro_runtime import Runtime, lax, use_runtime
+from tenferro_runtime.array_api import asarray
+
+FAKES = {"fake_broken_import", "fake_hook_raises", "fake_invalid", "fake_good"}
+
+
+@pytest.fixture
+def fake_dists(tmp_path, monkeypatch):
+    old = list(sys.path)
+    install_fake_dists(tmp_path)
+    yield tmp_path
+    sys.path[:] = old
+    for mod in [m for m in sys.modules if m.startswith("tf_fake_")]:
+        del sys.modules[mod]
+
+
+def _report(rt, name):
+    return next(r for r in rt.reports if r.name == name)
+
+
+def test_explicit_plugin_list_builds_runtime():
+    rt = Runtime([numpy_plugin])
+    assert set(rt.backends) == {"numpy"}
+    dev = rt.device("numpy:cpu")
+    assert dev.name == "numpy:cpu" and dev.backend.name == "numpy"
+    assert catalog.add in dev.kernels and len(dev.kernels) == len(catalog.PRIMITIVES)
+    assert rt.reports[0].ok and rt.reports[0].registered
+
+
+def test_broken_plugins_are_reported_and_the_rest_load(fake_dists):
+    rt = Runtime.from_entry_points()
+    assert "numpy" in rt.backends
+    assert "tf_fake_good.double.v1" in rt.ops
+    broken = _report(rt, "fake_broken_import")
+    assert broken.distribution == "fake-broken-import" and broken.version == "0.3.1"
+    assert "ModuleNotFoundError" in broken.error and "no_such_module_anywhere" in broken.error
+    raises = _report(rt, "fake_hook_raises")
+    assert "RuntimeError: boom inside the hook" in raises.error and raises.traceback
+    invalid = _report(rt, "fake_invalid")
+    assert "PluginError" in invalid.error and "lacks" in invalid.error
+    assert _report(rt, "fake_good").ok
+    assert _report(rt, "numpy").ok
+
+
+def test_strict_runtime_raises_on_the_first_failure(fake_dists):
+    with pytest.raises(PluginError, match="fake_broken_import|no_such_module"):
+        Runtime.from_entry_points(strict=True)
+
+
+def test_allow_list_env(fake_dists, monkeypatch):
+    monkeypatch.setenv("TENFERRO_PLUGINS", "numpy,fake-good")
+    rt = Runtime.from_entry_points()
+    assert "numpy" in rt.backends and "tf_fake_good.double.v1" in rt.ops
+    assert all(r.disabled for r in rt.reports if r.name in FAKES - {"fake_good"})
+    assert not any(r.error for r in rt.reports)
+
+
+def test_block_list_env(fake_dists, monkeypatch):
+    monkeypatch.setenv("TENFERRO_DISABLE_PLUGINS", "fake_good,fake_broken_import")
+    rt = Runtime.from_entry_points()
+    assert "tf_fake_good.double.v1" not in rt.ops
+    assert _report(rt, "fake_good").disabled and _report(rt, "fake_broken_import").disabled
+    assert _report(rt, "fake_hook_raises").error  # not blocked, still reported
+
+
+def test_allow_and_block_arguments_override_env(fake_dists, monkeypatch):
+    monkeypatch.setenv("TENFERRO_PLUGINS", "nothing")
+    rt = Runtime.from_entry_points(allow=["numpy"], block=[])
+    assert set(rt.backends) == {"numpy"}
+
+
+def test_duplicate_backend_names_both_sources():
+    rt = Runtime([numpy_plugin, BackendPlugin(TwinBackend(name="numpy"))])
+    bad = rt.reports[1]
+    assert "registered twice" in bad.error and "numpy" in bad.error and "plugin_numpy" in bad.error
+    assert rt.backends["numpy"][0].__class__.__name__ == "NumpyBackend"
+
+
+def test_duplicate_family_ids():
+    op = define_op("dup.op.v1", lambda x: (x.shape, x.dtype))
+
+    class P:
+        __name__ = "first"
+
+        @hookimpl
+        def tenferro_register(self, registry):
+            registry.add_op(op)
+
+    class Q(P):
+        __name__ = "second"
+
+    rt = Runtime([P(), Q()])
+    assert rt.reports[0].ok
+    assert "dup.op.v1" in rt.reports[1].error and "first" in rt.reports[1].error
+    assert "second" in rt.reports[1].error
+
+
+def test_failed_plugin_leaves_no_partial_registration():
+    class Half:
+        __name__ = "half"
+
+        @hookimpl
+        def tenferro_register(self, registry):
+            registry.add_backend(TwinBackend("halfway"))
+            raise ValueError("after registering a backend")
+
+    rt = Runtime([numpy_plugin, Half()])
+    assert "halfway" not in rt.backends and "ValueError" in rt.reports[1].error
+
+
+def test_kernel_priority_is_explicit():
+    def fast_add(x, y):
+        return np.add(x, y) * 0 + 42
+
+    class Override:
+        __name__ = "override"
+
+        @hookimpl
+        def tenferro_register(self, registry):
+            registry.add_kernel("numpy", "add", fast_add, priority=5)
+
+    class Clash:
+        __name__ = "clash"
+
+        @hookimpl
+        def tenferro_register(self, registry):
+            registry.add_kernel("numpy", "add", fast_add, priority=5)
+
+    rt = Runtime([numpy_plugin, Override(), Clash()])
+    assert rt.reports[1].ok and "priority 5" in rt.reports[2].error
+    with use_runtime(rt):
+        x = asarray([1.0, 2.0])
+        assert np.all(lax.add(x, x).numpy() == 42)
+
+
+def test_plugin_without_hook_is_an_error():
+    rt = Runtime([numpy_plugin, os])
+    assert "implements no 'tenferro_register' hook" in rt.reports[1].error
+
+
+def test_missing_kernel_names_backend_and_alternatives():
+    rt = Runtime([numpy_plugin, BackendPlugin(TwinBackend("partial", only={"add", "full"}))])
+    with use_runtime(rt):
+        x = asarray([1.0, -2.0], device="partial:cpu")
+        assert lax.add(x, x).numpy().tolist() == [2.0, -4.0]
+        with pytest.raises(MissingKernelError) as err:
+            lax.neg(x)
+    msg = str(err.value)
+    assert "'neg'" in msg and "'partial'" in msg and "numpy" in msg and "to_device" in msg
+
+
+def test_extension_op_decomposes_where_no_kernel(fake_dists):
+    rt = Runtime.from_entry_points(allow=["numpy", "fake_good"])
+    op = rt.ops["tf_fake_good.double.v1"]
+    with use_runtime(rt):
+        x = asarray([1.0, 2.5])
+        assert op.bind(x).numpy().tolist() == [2.0, 5.0]
+        with pytest.raises(ArgumentError, match="expected 1 tensor operand"):
+            op.bind(asarray([[1.0, 2.0]]), asarray([1.0]))
+
+
+def test_missing_linalg_and_fft_name_the_package():
+    from tenferro_runtime import array_api as xp
+
+    with use_runtime(Runtime([numpy_plugin])):
+        assert not hasattr(xp, "linalg")
+        with pytest.raises(MissingExtensionError, match="tenferro-linalg"):
+            xp.linalg  # noqa: B018
+        with pytest.raises(AttributeError, match="tenferro-fft"):
+            xp.fft  # noqa: B018
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full_env, check=False)
+
+
+def test_import_is_cheap_no_heavy_dependencies():
+    code = (
+        "import sys, tenferro_runtime\n"
+        "rt = tenferro_runtime.default_runtime(); rt.device('numpy:cpu')\n"
+        "heavy = [m for m in ('torch', 'jax', 'triton', 'scipy', 'tenferro_numpy.kernels')"
+        " if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    out = _run(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() in ("[]", "['tenferro_numpy.kernels']")
+    assert "scipy" not in out.stdout and "torch" not in out.stdout
+
+
+def test_cli_lists_plugins_and_failures(fake_dists):
+    env = {"PYTHONPATH": os.pathsep.join([str(fake_dists), *sys.path])}
+    out = subprocess.run([sys.executable, "-m", "tenferro_runtime", "plugins"], capture_output=True,
+                         text=True, env={**os.environ, **env}, check=False)
+    assert out.returncode == 1  # failures make the listing exit non-zero
+    text = out.stdout
+    assert "numpy" in text and "tenferro-numpy 0.1.0" in text and "kernels" in text
+    assert "fake_broken_import" in text and "FAILED" in text and "no_such_module_anywhere" in text
+    assert "tf_fake_good.double.v1" in text
+    assert "devices: numpy:cpu" in text
