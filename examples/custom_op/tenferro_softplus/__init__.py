@@ -1,0 +1,39 @@
+"""tenferro-softplus: softplus(x) = log(1 + exp(x)), computed without overflow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenferro_core.errors import DTypeError
+from tenferro_core.extension import define_op
+from tenferro_runtime import lax
+from tenferro_runtime.array_api import asarray
+
+
+def _shape_rule(x):
+    if x.dtype.kind != "f":
+        raise DTypeError(f"softplus expects a real floating tensor, got {x.dtype}; convert with astype")
+    return x.shape, x.dtype
+
+
+def _decomposition(x):
+    """max(x, 0) + log1p(exp(-|x|)): core primitives only, so every backend can run it."""
+    zero = lax.broadcast_in_dim(
+        lax.full(shape=(), fill_value=0, dtype=x.dtype, device=x.device),
+        shape=x.shape, broadcast_dimensions=(),
+    )
+    return lax.add(lax.maximum(x, zero), lax.log1p(lax.exp(lax.neg(lax.abs(x)))))
+
+
+softplus_p = define_op(
+    "tenferro_softplus.softplus.v1", _shape_rule, decomposition=_decomposition,
+    doc="Elementwise softplus, stable for large |x|.",
+)
+
+
+def softplus(x: Any) -> Any:
+    """softplus of a tensor (or anything `asarray` accepts)."""
+    return softplus_p.bind(asarray(x))
+
+
+__all__ = ["softplus", "softplus_p"]
