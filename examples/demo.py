@@ -61,7 +61,8 @@ def main() -> None:
             print(f"- {label}: {kind}: {err}")
 
     section("caches")
-    print("abstract-eval cache:", rt.caches.stats()["abstract_eval"])
+    for name, stats in rt.caches.stats().items():
+        print(f"{name}: {stats}")
 
 
 if __name__ == "__main__":

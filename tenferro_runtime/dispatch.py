@@ -49,18 +49,8 @@ def _nullary_device(prim: Primitive, params: dict) -> Any:
     raise DeviceError(f"{prim.name}: 'device' must be a device name or Device, got {dev!r}")
 
 
-def abstract_eval(prim: Primitive, avals: tuple, params: dict, device: Any) -> tuple[tuple, dict]:
-    """Checked params and output avals, cached per (primitive, avals, params) in the runtime."""
-    cache = device.runtime.eval_cache
-    try:
-        key = (prim, avals, *params.items())
-        entry = cache.get(key)
-    except TypeError:  # unhashable params (lists): normalize, don't cache
-        key, entry = None, None
-    if entry is not None:
-        cache.hits += 1
-        return entry
-    cache.misses += 1
+def prepare(prim: Primitive, avals: tuple, params: dict, device: Any) -> tuple:
+    """(output avals, checked params, kernel or None) for a call signature; not cached here."""
     nparams = prim.check_params(params)
     out_avals = prim.abstract_eval(avals, nparams)
     for a in out_avals:
@@ -70,29 +60,62 @@ def abstract_eval(prim: Primitive, avals: tuple, params: dict, device: Any) -> t
                 f"{sorted(d.name for d in device.dtypes)}; use another dtype or move to a device "
                 f"that has it"
             )
-    entry = (out_avals, nparams)
-    if key is not None:
-        cache.put(key, entry)
-    return entry
+    fn = device.kernels.get(prim)
+    if fn is None and prim.decomposition is None:
+        raise device.runtime.missing_kernel(prim, device)
+    return out_avals, nparams, fn
 
 
 def eager(prim: Primitive, args: tuple, params: dict) -> Any:
-    """Run `prim` now on the operands' device."""
+    """Run `prim` now on the operands' device.
+
+    The device's dispatch cache maps (primitive, avals, params) to the checked
+    params, output avals and kernel, so a repeated call is one dict lookup.
+    """
     try:
-        avals = tuple([a._aval for a in args])
+        if len(args) == 2:
+            avals = (args[0]._aval, args[1]._aval)
+        else:
+            avals = tuple([a._aval for a in args])
     except AttributeError:
         raise _not_tensor(prim, args) from None
     device = avals[0].device if avals else _nullary_device(prim, params)
-    out_avals, nparams = abstract_eval(prim, avals, params, device)
-    fn = device.kernels.get(prim)
+    cache = device.dispatch_cache
+    try:
+        key = (prim, avals, *params.items())
+        entry = cache.get(key)
+    except TypeError:  # unhashable params (lists): normalize, don't cache
+        key = entry = None
+    if entry is None:
+        cache.misses += 1
+        entry = prepare(prim, avals, params, device)
+        if key is not None:
+            cache.put(key, entry)
+    else:
+        cache.hits += 1
+    out_avals, nparams, fn = entry
     if fn is None:
-        if prim.decomposition is not None:
-            return prim.decomposition(*args, **nparams)
-        raise device.runtime.missing_kernel(prim, device)
-    out = fn(*[a._buf for a in args], **nparams)
+        return prim.decomposition(*args, **nparams)
+    if len(args) == 2 and not nparams:
+        out = fn(args[0]._buf, args[1]._buf)
+    else:
+        out = fn(*[a._buf for a in args], **nparams)
     if prim.multiple_results:
         return tuple(Tensor._new(b, av) for b, av in zip(out, out_avals))
-    return Tensor._new(out, out_avals[0])
+    t = _new_tensor(Tensor)
+    t._buf = out
+    t._aval = out_avals[0]
+    return t
+
+
+_new_tensor = object.__new__
+
+
+def _bind_method(self: Primitive, *args: Any, **params: Any) -> Any:
+    if TRACE_STACK:
+        return TRACE_STACK[-1].process(self, args, params)
+    return eager(self, args, params)
 
 
 Primitive._bind = staticmethod(bind)
+Primitive.bind = _bind_method  # the eager fast path skips one call level

@@ -23,21 +23,28 @@ from tenferro_core.primitive import Primitive
 from .caches import Caches
 
 
-class Device:
+class Device(str):
     """A device of one backend in one runtime, named ``"<backend>:<id>"``.
 
-    Holds the precomputed kernel table {Primitive: kernel} used by eager dispatch.
+    It is its name (a str subclass: cheap to hash and compare, so it can sit in
+    cache keys) and holds the precomputed kernel table {Primitive: kernel} used by
+    eager dispatch.
     """
 
-    __slots__ = ("name", "id", "backend", "runtime", "kernels", "dtypes", "__weakref__")
-
-    def __init__(self, runtime: Runtime, backend: Any, device_id: str, kernels: dict, dtypes: frozenset):
+    def __new__(cls, runtime: Runtime, backend: Any, device_id: str, kernels: dict,
+                dtypes: frozenset) -> Device:
+        self = super().__new__(cls, f"{backend.name}:{device_id}")
         self.runtime = runtime
         self.backend = backend
         self.id = device_id
-        self.name = f"{backend.name}:{device_id}"
         self.kernels = kernels
         self.dtypes = dtypes
+        self.dispatch_cache = runtime.caches.get(f"dispatch[{backend.name}:{device_id}]", 8192)
+        return self
+
+    @property
+    def name(self) -> str:
+        return str.__str__(self)
 
     def __repr__(self) -> str:
         return f"Device({self.name!r})"
@@ -45,16 +52,15 @@ class Device:
     def __str__(self) -> str:
         return self.name
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, str):
-            return other == self.name
-        return self is other
-
-    def __hash__(self) -> int:
-        return hash(self.name)
+    def __reduce__(self):
+        return (_device_by_name, (self.name,))
 
     def supports(self, dtype: DType) -> bool:
         return dtype in self.dtypes
+
+
+def _device_by_name(name: str) -> Device:
+    return default_runtime().device(name)
 
 
 class Runtime:
@@ -78,7 +84,6 @@ class Runtime:
         self.meters: dict[str, Any] = {}
         self.namespaces: dict[str, Any] = {}
         self.caches = Caches()
-        self.eval_cache = self.caches.get("abstract_eval", 8192)
         self._devices: dict[str, Device] = {}
         self._pm = make_plugin_manager()
         for p in plugins:

@@ -80,20 +80,21 @@ def test_non_tensor_operands_and_bad_params(two_backends):
 def test_failed_op_leaves_inputs_and_cache_unchanged(two_backends):
     rt = two_backends
     x = asarray(np.arange(6.0).reshape(2, 3))
-    before = dict(rt.eval_cache)
+    cache = rt.device("numpy:cpu").dispatch_cache
+    before = dict(cache)
     with pytest.raises(ShapeError):
         lax.reshape(x, new_sizes=(4, 2))
-    assert dict(rt.eval_cache) == before
+    assert dict(cache) == before
     assert x.shape == (2, 3) and x.numpy().tolist() == [[0, 1, 2], [3, 4, 5]]
 
 
-def test_eval_cache_hits_and_bound(two_backends):
+def test_dispatch_cache_hits_and_bound(two_backends):
     rt = two_backends
     rt.caches.clear()
     x = asarray([1.0, 2.0])
     lax.add(x, x)
     lax.add(x, x)
-    stats = rt.caches.stats()["abstract_eval"]
+    stats = rt.caches.stats()["dispatch[numpy:cpu]"]
     assert stats.misses == 1 and stats.hits == 1
     small = BoundedCache("t", 2)
     for i in range(5):
