@@ -1,3 +1,113 @@
-"""(placeholder: being written)"""
+"""Set functions: `unique_all`, `unique_counts`, `unique_inverse`, `unique_values`.
 
-__all__: list[str] = []
+The input is flattened. Values come out sorted ascending (complex: by real,
+then imaginary part), NaNs last, and every NaN is its own unique value, as the
+standard asks. `inverse_indices` has the input's shape; `indices` are the
+first occurrences in the flattened input.
+
+The algorithm uses primitives only: a stable sort, a comparison of adjacent
+sorted values to flag group starts, and a cumulative sum for group ids. The
+number of unique values decides the output shape, so it is read back to the
+host once (these functions therefore cannot be traced with abstract inputs).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tenferro_core import dtypes as D
+
+from .. import lax
+from ..tensor import Tensor
+from ._helpers import check_tensor, convert, full, reshape
+from ._sorting import compact, put, stable_order, take
+
+
+class UniqueAllResult(NamedTuple):
+    values: Tensor
+    indices: Tensor
+    inverse_indices: Tensor
+    counts: Tensor
+
+
+class UniqueCountsResult(NamedTuple):
+    values: Tensor
+    counts: Tensor
+
+
+class UniqueInverseResult(NamedTuple):
+    values: Tensor
+    inverse_indices: Tensor
+
+
+class _Groups:
+    """Sorted flat values and where each group of equal values starts."""
+
+    def __init__(self, name: str, x: Tensor):
+        check_tensor(name, x)
+        self.x = x
+        self.n = n = x.size
+        self.device = dev = x.device
+        flat = reshape(x, (n,))
+        self.perm = stable_order(flat)
+        self.sorted = s = take(flat, self.perm)
+        if n == 0:
+            self.starts = lax.iota(dtype=D.DEFAULT_INDEX, shape=(0,), dimension=0, device=dev)
+            self.new = full((0,), False, D.bool_, dev)
+            self.count = 0
+            return
+        tail = lax.slice(s, start_indices=(1,), limit_indices=(n,))
+        head = lax.slice(s, start_indices=(0,), limit_indices=(n - 1,))
+        # NaN != NaN, so every NaN starts its own group.
+        self.new = lax.concatenate(full((1,), True, D.bool_, dev), lax.ne(tail, head), dimension=0)
+        self.count = int(lax.reduce_sum(convert(self.new, D.DEFAULT_INDEX), axes=(0,)))  # host read
+        self.starts = compact(self.new, self.count)
+
+    def values(self) -> Tensor:
+        return take(self.sorted, self.starts)
+
+    def indices(self) -> Tensor:
+        return take(self.perm, self.starts)
+
+    def counts(self) -> Tensor:
+        if self.count == 0:
+            return self.starts
+        ends = lax.concatenate(
+            lax.slice(self.starts, start_indices=(1,), limit_indices=(self.count,)),
+            full((1,), self.n, D.DEFAULT_INDEX, self.device),
+            dimension=0,
+        )
+        return lax.sub(ends, self.starts)
+
+    def inverse(self) -> Tensor:
+        if self.n == 0:
+            return full(self.x.shape, 0, D.DEFAULT_INDEX, self.device)
+        one = full((self.n,), 1, D.DEFAULT_INDEX, self.device)
+        group = lax.sub(lax.cumsum(convert(self.new, D.DEFAULT_INDEX), axis=0), one)
+        return reshape(put(self.n, self.perm, group), self.x.shape)
+
+
+def unique_all(x: Tensor, /) -> UniqueAllResult:
+    """Unique values, first-occurrence indices, inverse indices and counts."""
+    g = _Groups("unique_all", x)
+    return UniqueAllResult(g.values(), g.indices(), g.inverse(), g.counts())
+
+
+def unique_counts(x: Tensor, /) -> UniqueCountsResult:
+    """Unique values and how often each occurs."""
+    g = _Groups("unique_counts", x)
+    return UniqueCountsResult(g.values(), g.counts())
+
+
+def unique_inverse(x: Tensor, /) -> UniqueInverseResult:
+    """Unique values and, for each element of `x`, the index of its value."""
+    g = _Groups("unique_inverse", x)
+    return UniqueInverseResult(g.values(), g.inverse())
+
+
+def unique_values(x: Tensor, /) -> Tensor:
+    """The unique values of `x`, sorted."""
+    return _Groups("unique_values", x).values()
+
+
+__all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
