@@ -30,10 +30,11 @@ from tenferro_core.dtypes import (  # noqa: F401
 )
 from tenferro_core.errors import MissingExtensionError as _MissingExtensionError
 
-from . import _indexing  # noqa: F401
+from . import _indexing
 from ._creation import *  # noqa: F403
 from ._data_types import *  # noqa: F403
 from ._elementwise import *  # noqa: F403
+from ._indexing import *
 from ._info import __array_namespace_info__  # noqa: F401
 from ._linalg_core import *  # noqa: F403
 from ._manipulation import *  # noqa: F403

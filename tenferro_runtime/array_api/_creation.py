@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+import operator
 from typing import Any
 
 import numpy as np
@@ -10,8 +13,10 @@ from tenferro_core import dtypes as D
 from tenferro_core.avals import Aval
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
 
+from .. import lax
 from ..tensor import Tensor
-from ._helpers import convert, full as _full, resolve_device
+from ._helpers import convert, resolve_device
+from ._helpers import full as _full
 
 _KIND_RANK = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
 
@@ -64,7 +69,7 @@ def from_host(host: np.ndarray, device: Any = None) -> Tensor:
             f"device {dev} does not support {dtype}; it supports "
             f"{sorted(d.name for d in dev.dtypes)}"
         )
-    host = np.ascontiguousarray(host)
+    host = np.asarray(host, order="C")
     return Tensor._new(dev.backend.from_host(host, dev.id), Aval(host.shape, dtype, dev))
 
 
@@ -130,7 +135,7 @@ def to_device(x: Tensor, device: Any, /, *, stream: Any = None) -> Tensor:
         return x
     if not dst.supports(x.dtype):
         raise DTypeError(f"to_device: {dst} does not support {x.dtype}; convert with astype first")
-    host = np.ascontiguousarray(x.device.backend.to_host(x._buf))
+    host = np.asarray(x.device.backend.to_host(x._buf), order="C")
     return Tensor._new(dst.backend.from_host(host, dst.id), Aval(x.shape, x.dtype, dst))
 
 
@@ -205,7 +210,200 @@ def full_like(x: Tensor, /, fill_value: Any, *, dtype: Any = None, device: Any =
     return _like("full_like", x, fill_value, dtype, device)
 
 
+
+# ---------------------------------------------------------------- ranges, grids, triangles
+# Built from iota/full/compare/select primitives, so they run on any backend.
+
+
+def _index_arg(name: str, what: str, v: Any, nonneg: bool = True) -> int:
+    if isinstance(v, bool):
+        raise ArgumentError(f"{name}: {what} must be an int, got bool")
+    try:
+        i = operator.index(v)
+    except TypeError:
+        raise ArgumentError(f"{name}: {what} must be an int, got {type(v).__name__} {v!r}") from None
+    if nonneg and i < 0:
+        raise ShapeError(f"{name}: {what} must be a non-negative int, got {i}")
+    return i
+
+
+def _number_arg(name: str, what: str, v: Any, complex_ok: bool = False) -> int | float | complex:
+    allowed = numbers.Number if complex_ok else numbers.Real
+    if isinstance(v, bool) or not isinstance(v, allowed):
+        kinds = "an int, float or complex" if complex_ok else "an int or float"
+        raise ArgumentError(f"{name}: {what} must be {kinds} Python scalar, got {type(v).__name__} {v!r}")
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        return float(v)
+    return complex(v)
+
+
+def _wrap_int(v: int, dtype: D.DType) -> int:
+    """v modulo 2**bits, in dtype's range: fixed-width arithmetic then stays exact."""
+    m = v % (1 << dtype.bits)
+    return m - (1 << dtype.bits) if dtype.kind == "i" and m >= 1 << (dtype.bits - 1) else m
+
+
+def _lax_full(shape: tuple, value: Any, dtype: D.DType, dev: Any) -> Tensor:
+    return lax.full(shape=shape, fill_value=value, dtype=dtype, device=dev)
+
+
+def _work_dtype(dev: Any, preferred: D.DType, fallback: D.DType) -> D.DType:
+    return preferred if dev.supports(preferred) else fallback
+
+
+def arange(start: int | float, /, stop: int | float | None = None, step: int | float = 1, *,
+           dtype: Any = None, device: Any = None) -> Tensor:
+    """Values start, start + step, ... up to (excluding) stop; ceil((stop - start) / step) of them."""
+    start = _number_arg("arange", "start", start)
+    step = _number_arg("arange", "step", step)
+    if stop is None:
+        start, stop = 0, start
+    else:
+        stop = _number_arg("arange", "stop", stop)
+    args = (start, stop, step)
+    floats = any(isinstance(v, float) for v in args)
+    dtype = (D.DEFAULT_FLOAT if floats else D.DEFAULT_INT) if dtype is None else D.as_dtype(dtype)
+    if dtype is D.bool_:
+        raise DTypeError("arange: expected a numeric dtype, got bool; compare an integer arange instead")
+    if step == 0:
+        raise ShapeError("arange: step must be nonzero, got 0")
+    if floats:
+        if not all(math.isfinite(v) for v in args):
+            raise ShapeError(f"arange: start, stop and step must be finite, got {args}")
+        n = math.ceil((stop - start) / step)
+    else:
+        n = -((start - stop) // step)
+    n = max(n, 0)
+    dev = resolve_device(device)
+    if dtype.kind in "iu":
+        if floats and not all(float(v).is_integer() for v in args):
+            raise DTypeError(
+                f"arange: start/stop/step {args} are not whole numbers, so they do not fit integer "
+                f"dtype {dtype}; use a floating dtype"
+            )
+        start, step = int(start), int(step)
+        if n:
+            info = np.iinfo(dtype.numpy)
+            last = start + (n - 1) * step
+            if not (info.min <= start <= info.max and info.min <= last <= info.max):
+                raise DTypeError(
+                    f"arange: values from {start} to {last} do not fit {dtype} "
+                    f"({info.min}..{info.max}); pick a wider dtype"
+                )
+        work = _work_dtype(dev, D.uint64 if dtype is D.uint64 else D.int64, dtype)
+        i = lax.iota(dtype=work, shape=(n,), dimension=0, device=dev)
+        out = lax.add(lax.mul(i, _lax_full((n,), _wrap_int(step, work), work, dev)),
+                      _lax_full((n,), _wrap_int(start, work), work, dev))
+        return convert(out, dtype)
+    work = _work_dtype(dev, D.float64, D.real_of(dtype))
+    i = lax.iota(dtype=work, shape=(n,), dimension=0, device=dev)
+    out = lax.add(lax.mul(i, _lax_full((n,), float(step), work, dev)),
+                  _lax_full((n,), float(start), work, dev))
+    return convert(out, dtype)
+
+
+def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None,
+        device: Any = None) -> Tensor:
+    """A 2-d tensor with ones on diagonal k (k > 0 above the main diagonal) and zeros elsewhere."""
+    n_rows = _index_arg("eye", "n_rows", n_rows)
+    n_cols = n_rows if n_cols is None else _index_arg("eye", "n_cols", n_cols)
+    k = _index_arg("eye", "k", k, nonneg=False)
+    dtype = D.DEFAULT_FLOAT if dtype is None else D.as_dtype(dtype)
+    dev = resolve_device(device)
+    mask = _band(n_rows, n_cols, k, lax.eq, dev)
+    return mask if dtype is D.bool_ else lax.convert(mask, new_dtype=dtype)
+
+
+def _band(m: int, n: int, k: int, cmp: Any, dev: Any) -> Tensor:
+    """cmp(col - row, k) over an (m, n) grid, as a bool tensor."""
+    k = min(max(k, -m - 1), n + 1)  # beyond the matrix every k gives the same mask
+    rows = lax.iota(dtype=D.int64, shape=(m, n), dimension=0, device=dev)
+    cols = lax.iota(dtype=D.int64, shape=(m, n), dimension=1, device=dev)
+    return cmp(lax.sub(cols, rows), _lax_full((m, n), k, D.int64, dev))
+
+
+def linspace(start: int | float | complex, stop: int | float | complex, /, num: int, *,
+             dtype: Any = None, device: Any = None, endpoint: bool = True) -> Tensor:
+    """`num` evenly spaced values from start to stop (stop included when endpoint)."""
+    start = _number_arg("linspace", "start", start, complex_ok=True)
+    stop = _number_arg("linspace", "stop", stop, complex_ok=True)
+    num = _index_arg("linspace", "num", num)
+    if not isinstance(endpoint, bool):
+        raise ArgumentError(f"linspace: endpoint must be True or False, got {endpoint!r}")
+    is_complex = isinstance(start, complex) or isinstance(stop, complex)
+    if dtype is None:
+        dtype = D.DEFAULT_COMPLEX if is_complex else D.DEFAULT_FLOAT
+    dtype = D.as_dtype(dtype)
+    if dtype.kind not in "fc" or (is_complex and dtype.kind != "c"):
+        wanted = "a complex dtype (the endpoints are complex)" if is_complex else \
+            "a floating-point or complex dtype"
+        raise DTypeError(f"linspace: expected {wanted}, got {dtype}; use arange for integer steps")
+    dev = resolve_device(device)
+    rwork = _work_dtype(dev, D.float64, D.real_of(dtype))
+    work = D.complex_of(rwork) if dtype.kind == "c" else rwork
+    conv = complex if work.kind == "c" else float
+    start, stop = conv(start), conv(stop)
+    div = num - 1 if endpoint else num
+    step = (stop - start) / div if div > 0 else conv(0)
+    i = lax.iota(dtype=rwork, shape=(num,), dimension=0, device=dev)
+    y = lax.add(lax.mul(convert(i, work), _lax_full((num,), step, work, dev)),
+                _lax_full((num,), start, work, dev))
+    if endpoint and num > 1:
+        last = lax.eq(i, _lax_full((num,), num - 1, rwork, dev))
+        y = lax.select(last, _lax_full((num,), stop, work, dev), y)
+    return convert(y, dtype)
+
+
+def meshgrid(*arrays: Tensor, indexing: str = "xy") -> list[Tensor]:
+    """Coordinate grids from 1-d tensors; 'xy' swaps the first two output axes."""
+    from ._helpers import check_tensor
+
+    if indexing not in ("xy", "ij"):
+        raise ArgumentError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    for i, a in enumerate(arrays):
+        check_tensor("meshgrid", a, f"array {i}")
+        if a.ndim != 1:
+            raise ShapeError(f"meshgrid: every array must be 1-d, got shape {a.shape} for array {i}")
+    if not arrays:
+        return []
+    dtype = D.result_type(*(a.dtype for a in arrays))
+    dims = list(range(len(arrays)))
+    if indexing == "xy" and len(arrays) > 1:
+        dims[0], dims[1] = 1, 0
+    shape = [0] * len(arrays)
+    for a, d in zip(arrays, dims):
+        shape[d] = a.shape[0]
+    return [lax.broadcast_in_dim(convert(a, dtype), shape=tuple(shape), broadcast_dimensions=(d,))
+            for a, d in zip(arrays, dims)]
+
+
+def _triangle(name: str, x: Tensor, k: Any, cmp: Any) -> Tensor:
+    from ._helpers import check_tensor
+
+    check_tensor(name, x)
+    k = _index_arg(name, "k", k, nonneg=False)
+    if x.ndim < 2:
+        raise ShapeError(f"{name}: expected a tensor of rank >= 2 (..., M, N), got shape {x.shape}")
+    m, n = x.shape[-2:]
+    mask = lax.broadcast_in_dim(_band(m, n, k, cmp, x.device), shape=x.shape,
+                                broadcast_dimensions=(x.ndim - 2, x.ndim - 1))
+    zero = _lax_full(x.shape, False if x.dtype is D.bool_ else 0, x.dtype, x.device)
+    return lax.select(mask, x, zero)
+
+
+def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
+    """Zero the elements above diagonal k of each matrix in x (..., M, N)."""
+    return _triangle("tril", x, k, lax.le)
+
+
+def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
+    """Zero the elements below diagonal k of each matrix in x (..., M, N)."""
+    return _triangle("triu", x, k, lax.ge)
+
+
 __all__ = [
     "asarray", "from_dlpack", "full", "zeros", "ones", "empty", "zeros_like", "ones_like",
-    "empty_like", "full_like",
+    "empty_like", "full_like", "arange", "eye", "linspace", "meshgrid", "tril", "triu",
 ]
