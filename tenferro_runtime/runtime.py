@@ -40,6 +40,7 @@ class Device(str):
         self.kernels = kernels
         self.dtypes = dtypes
         self.dispatch_cache = runtime.caches.get(f"dispatch[{backend.name}:{device_id}]", 8192)
+        self.constant_cache = runtime.caches.get(f"constants[{backend.name}:{device_id}]", 1024)
         return self
 
     @property

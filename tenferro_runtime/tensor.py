@@ -174,8 +174,12 @@ class Tensor:
 
 
 def _binop(fname: str, reflected: bool = False):
+    fn = None
+
     def op(self, other):
-        fn = getattr(_xp, fname)
+        nonlocal fn
+        if fn is None:  # resolved on first use: the namespace imports this module
+            fn = getattr(_xp, fname)
         return fn(other, self) if reflected else fn(self, other)
 
     return op
