@@ -119,7 +119,7 @@ def as_dtype(obj: Any) -> DType:
         d = _BY_NAME.get(obj)
         if d is not None:
             return d
-    elif obj in _BY_PYTYPE:
+    elif isinstance(obj, type) and obj in _BY_PYTYPE:
         return _BY_PYTYPE[obj]
     else:
         try:
@@ -180,6 +180,8 @@ def promote_types(a: DType, b: DType) -> DType:
     if a is b:
         return a
     ka, kb = _KIND_RANK[a.kind], _KIND_RANK[b.kind]
+    if {ka, kb} == {2, 3}:  # real floating with complex: the wider precision, complex
+        return complex_of(_promote_float(real_of(a), real_of(b)))
     if ka != kb:
         return a if ka > kb else b
     if ka == 0:

@@ -47,6 +47,7 @@ class Primitive:
         effects: bool = False,
         family: bool = False,
         decomposition: Callable[..., Any] | None = None,
+        exact_params: Sequence[str] = (),
         doc: str = "",
     ):
         if family and not FAMILY_ID.match(name):
@@ -64,6 +65,8 @@ class Primitive:
         self.effects = effects
         self.family = family
         self.decomposition = decomposition
+        # params whose == is too coarse for caching (-0.0 == 0.0, nan != nan)
+        self.exact_params = tuple(exact_params)
         self.__doc__ = doc or f"The {name} primitive."
 
     def __repr__(self) -> str:

@@ -83,6 +83,8 @@ def eager(prim: Primitive, args: tuple, params: dict) -> Any:
     cache = device.dispatch_cache
     try:
         key = (prim, avals, *params.items())
+        if prim.exact_params:
+            key += tuple(repr(params.get(n)) for n in prim.exact_params)
         entry = cache.get(key)
     except TypeError:  # unhashable params (lists): normalize, don't cache
         key = entry = None

@@ -282,6 +282,7 @@ full = Primitive(
         "device": (p_any, REQUIRED),
     },
     differentiable=False,
+    exact_params=("fill_value",),
 )
 
 def _copy(x):
