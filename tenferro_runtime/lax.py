@@ -10,7 +10,6 @@ from tenferro_core import catalog
 
 from . import dispatch  # noqa: F401  (installs the fast Primitive.bind before we take it)
 
-
 for _p in catalog.PRIMITIVES:
     globals()[_p.name] = _p.bind
 
