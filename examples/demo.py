@@ -39,8 +39,11 @@ def main() -> None:
     print("unique:", xp.unique_values(xp.asarray([3, 1, 3, 2, 1])))
 
     section("core primitives (no broadcasting, no promotion)")
-    z = lax.dot_general(x, x, contracting_dims=((1,), (1,)))
-    print("dot_general(x, x, contract axis 1 with 1) =", z)
+    w = xp.reshape(xp.arange(6, dtype=xp.float32), (2, 3))
+    print("w =", w)
+    z = lax.dot_general(w, w, contracting_dims=((1,), (1,)))
+    print("dot_general(w, w, contracting axis 1 with axis 1) =", z)
+    print("reduce_max(w, axes=(0,)) =", lax.reduce_max(w, axes=(0,)))
 
     section("interop")
     host = np.asarray(x)

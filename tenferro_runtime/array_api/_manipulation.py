@@ -162,7 +162,7 @@ def reshape(x: Tensor, /, shape: Sequence[int], *, copy: bool | None = None) -> 
     if math.prod(shape) != x.size:
         raise ShapeError(
             f"reshape: cannot reshape a tensor of shape {x.shape} (size {x.size}) into shape "
-            f"{shape} (size {math.prod(shape)})"
+            f"{shape} (size {math.prod(shape)}); the sizes must match (one entry may be -1 to infer it)"
         )
     if copy not in (None, True, False):
         raise ArgumentError(f"reshape: copy must be None, True or False, got {copy!r}")
