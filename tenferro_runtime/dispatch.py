@@ -39,6 +39,9 @@ def _not_tensor(prim: Primitive, args: tuple) -> ArgumentError:
 def _nullary_device(prim: Primitive, params: dict) -> Any:
     from .runtime import Device, default_runtime
 
+    if "device" not in prim.params:  # an op with operands called with none: let its rule say why
+        prim.abstract_eval((), prim.check_params(params))
+        raise ArgumentError(f"{prim.name}: expected tensor operands, got none")
     dev = params.get("device")
     if isinstance(dev, Device):
         return dev

@@ -71,7 +71,13 @@ def _sort_rule(name: str, indices: bool):
     def rule(x, *, dimension, descending, stable, **index_dtype):
         check_kinds(name, x, "biuf")
         check_axes(name, (dimension,), x.ndim, "dimension")
-        return x.shape, (index_dtype["index_dtype"] if indices else x.dtype)
+        if not indices:
+            return x.shape, x.dtype
+        if index_dtype["index_dtype"].kind not in "iu":
+            raise DTypeError(
+                f"{name}: index_dtype must be an integer dtype, got {index_dtype['index_dtype']}"
+            )
+        return x.shape, index_dtype["index_dtype"]
 
     return rule
 

@@ -1,12 +1,22 @@
-"""NumPy kernels for every core primitive (semantics: docs/architecture.md)."""
+"""NumPy kernels for every core primitive (semantics: docs/primitives.md).
+
+Ufuncs are called with ``out=...`` so that 0-d operands give 0-d arrays, never
+NumPy scalars (which are not buffers: no DLPack, no item assignment).
+"""
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
 _QUIET = {"divide": "ignore", "invalid": "ignore", "over": "ignore", "under": "ignore"}
+
+
+def _uf(fn):
+    """A ufunc that always returns an ndarray (the fast path: no Python wrapper)."""
+    return partial(fn, out=...)
 
 
 def _quiet(fn):
@@ -14,7 +24,7 @@ def _quiet(fn):
 
     def kernel(*args):
         with np.errstate(**_QUIET):
-            return fn(*args)
+            return fn(*args, out=...)
 
     kernel.__name__ = getattr(fn, "__name__", "kernel")
     return kernel
@@ -22,23 +32,25 @@ def _quiet(fn):
 
 def _round_like(fn):
     def kernel(x):
-        return x if x.dtype.kind in "iu" else fn(x)
+        return x if x.dtype.kind in "iu" else fn(x, out=...)
 
     return kernel
 
 
 def _rsqrt(x):
     with np.errstate(**_QUIET):
-        return np.reciprocal(np.sqrt(x))
+        return np.reciprocal(np.sqrt(x), out=...)
 
 
 def _logistic(x):
-    if x.dtype.kind == "c":
-        with np.errstate(**_QUIET):
-            return 1 / (1 + np.exp(-x))
-    from scipy.special import expit
+    with np.errstate(**_QUIET):
+        if x.dtype.kind == "c":
+            return np.reciprocal(1 + np.exp(-x), out=...)
+        from scipy.special import expit
 
-    return expit(x)
+        if x.dtype == np.float16:  # expit has no float16 loop; it would return float32
+            return expit(x.astype(np.float32), out=...).astype(np.float16)
+        return expit(x, out=...)
 
 
 def _imag(x):
@@ -54,12 +66,12 @@ def _div(x, y):
         if x.dtype.kind in "iu":
             r = np.fmod(x, y)
             return np.where(y == 0, 0, np.floor_divide(x - r, np.where(y == 0, 1, y))).astype(x.dtype)
-        return np.true_divide(x, y)
+        return np.true_divide(x, y, out=...)
 
 
 def _rem(x, y):
     with np.errstate(**_QUIET):
-        return np.fmod(x, y)
+        return np.fmod(x, y, out=...)
 
 
 def _pow(x, y):
@@ -71,7 +83,7 @@ def _pow(x, y):
                 odd = (y % 2) != 0
                 at_neg = np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0))
                 return np.where(neg, at_neg, out).astype(x.dtype)
-        return np.power(x, y)
+        return np.power(x, y, out=...)
 
 
 def _shift(fn, left):
@@ -86,7 +98,7 @@ def _shift(fn, left):
 
 
 def _clamp(lo, x, hi):
-    return np.minimum(np.maximum(x, lo), hi)
+    return np.minimum(np.maximum(x, lo), hi, out=...)
 
 
 def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
@@ -98,7 +110,7 @@ def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
 
 def _convert(x, *, new_dtype):
     npd = new_dtype.numpy
-    if x.dtype.kind == "c" and npd.kind != "c":
+    if x.dtype.kind == "c" and npd.kind not in "cb":  # complex -> bool is "nonzero", as for reals
         x = np.real(x)
     with np.errstate(**_QUIET):
         return x.astype(npd)
@@ -106,7 +118,7 @@ def _convert(x, *, new_dtype):
 
 def _slice(x, *, start_indices, limit_indices, strides):
     strides = strides or (1,) * x.ndim
-    return x[tuple(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))]
+    return x[(*(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides)), ...)]
 
 
 def _clamped_starts(shape, starts, sizes):
@@ -115,7 +127,7 @@ def _clamped_starts(shape, starts, sizes):
 
 def _dynamic_slice(x, *starts, slice_sizes):
     st = _clamped_starts(x.shape, starts, slice_sizes)
-    return x[tuple(slice(s, s + k) for s, k in zip(st, slice_sizes))]
+    return x[(*(slice(s, s + k) for s, k in zip(st, slice_sizes)), ...)]
 
 
 def _dynamic_update_slice(x, update, *starts):
@@ -132,7 +144,7 @@ def _pad(x, value, *, padding_config):
     out = np.full(tuple(a + c + b for a, c, b in zip(lo, core, hi)), value, dtype=x.dtype)
     out[tuple(slice(a, a + c, i + 1) for a, c, (_, _, i) in zip(lo, core, padding_config))] = x
     crop = tuple(slice(max(-l, 0), n - max(-h, 0)) for (l, h, _), n in zip(padding_config, out.shape))
-    return out[crop]
+    return out[(*crop, ...)]
 
 
 def _concatenate(*xs, dimension):
@@ -150,27 +162,31 @@ def _index_tuple(x, indices, axes):
 def _gather(x, indices, *, axes):
     if not axes:
         return np.broadcast_to(x, indices.shape[:-1] + x.shape)
-    if indices.size == 0:
-        rest = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    rest = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    if indices.size == 0 or 0 in rest:  # nothing to take (an axis may even be empty)
         return np.zeros(indices.shape[:-1] + rest, dtype=x.dtype)
     xt, idx = _index_tuple(x, indices, axes)
-    return xt[idx]
+    return xt[(*idx, ...)]
 
 
 def _scatter_kernel(add):
+    """scatter / scatter_add: out-of-range index rows are dropped; duplicates add (or one wins)."""
+
     def kernel(x, indices, updates, *, axes):
         out = x.copy()
-        if not axes or indices.size == 0:
-            if not axes:
-                upd = updates.reshape((-1,) + x.shape)
-                return out + upd.sum(0, dtype=x.dtype) if add else (upd[-1] if len(upd) else out)
+        nrows = math.prod(indices.shape[:-1])
+        if nrows == 0 or out.size == 0:
             return out
-        bounds = np.array([x.shape[a] for a in axes])
-        flat = indices.reshape(-1, len(axes)).astype(np.int64)
-        keep = np.all((flat >= 0) & (flat < bounds), axis=1)
         rest = updates.shape[indices.ndim - 1:]
-        upd = updates.reshape((-1,) + rest)[keep]
-        flat = flat[keep]
+        upd = updates.reshape((nrows,) + rest)
+        if not axes:  # every (empty) index row addresses the whole operand
+            if add:
+                return np.add(out, upd.sum(0, dtype=x.dtype), out=...)
+            return upd[-1, ...].copy()
+        bounds = np.array([x.shape[a] for a in axes])
+        flat = indices.reshape(nrows, len(axes)).astype(np.int64)  # uint64 >= 2**63 wraps: dropped
+        keep = np.all((flat >= 0) & (flat < bounds), axis=1)
+        upd, flat = upd[keep], flat[keep]
         out_t = np.transpose(out, list(axes) + [i for i in range(x.ndim) if i not in axes])
         idx = tuple(flat[:, k] for k in range(len(axes)))
         if add:
@@ -200,9 +216,10 @@ def _full(*, shape, fill_value, dtype, device):
 
 def _reducer(fn, keep_dtype):
     def kernel(x, *, axes):
-        if keep_dtype:
-            return np.asarray(fn(x, axis=axes, dtype=x.dtype))
-        return np.asarray(fn(x, axis=axes))
+        with np.errstate(**_QUIET):
+            if keep_dtype:
+                return np.asarray(fn(x, axis=axes, dtype=x.dtype))
+            return np.asarray(fn(x, axis=axes))
 
     return kernel
 
@@ -215,9 +232,10 @@ def _arg(fn):
 
 
 def _cumsum(x, *, axis, reverse):
-    if reverse:
-        return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
-    return np.cumsum(x, axis=axis, dtype=x.dtype)
+    with np.errstate(**_QUIET):
+        if reverse:
+            return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+        return np.cumsum(x, axis=axis, dtype=x.dtype)
 
 
 def _sort(x, *, dimension, descending, stable):
@@ -238,7 +256,8 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
     (lc, rc), (lb, rb) = contracting_dims, batch_dims
     if not lb and lc == (lhs.ndim - 1,) and rc == (0,) and lhs.ndim <= 2 and rhs.ndim <= 2:
         if lhs.ndim and rhs.ndim:
-            return np.matmul(lhs, rhs)
+            with np.errstate(**_QUIET):
+                return np.matmul(lhs, rhs, out=...)
     lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
     rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
     bshape = [lhs.shape[i] for i in lb]
@@ -247,7 +266,8 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
     k = math.prod(lhs.shape[i] for i in lc)
     a = np.transpose(lhs, list(lb) + lf + list(lc)).reshape(math.prod(bshape), math.prod(m), k)
     b = np.transpose(rhs, list(rb) + list(rc) + rf).reshape(math.prod(bshape), k, math.prod(n))
-    return np.matmul(a, b).reshape(bshape + m + n)
+    with np.errstate(**_QUIET):
+        return np.matmul(a, b).reshape(bshape + m + n)
 
 
 def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
@@ -274,28 +294,31 @@ def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilati
     w = rhs.reshape((g, o // g) + rhs.shape[1:])
     sp = "".join(chr(ord("p") + i) for i in range(nsp))
     kw = "".join(chr(ord("h") + i) for i in range(nsp))
-    out = np.einsum(f"ngc{sp}{kw},goc{kw}->ngo{sp}", view, w, optimize=True)
+    with np.errstate(**_QUIET):
+        out = np.einsum(f"ngc{sp}{kw},goc{kw}->ngo{sp}", view, w, optimize=True)
     return np.ascontiguousarray(out.reshape((n, o) + out_sp)).astype(lhs.dtype, copy=False)
 
 
 KERNELS = {
-    "neg": np.negative, "abs": np.abs, "sign": np.sign, "conj": np.conj, "real": _real,
-    "imag": _imag, "exp": _quiet(np.exp), "expm1": _quiet(np.expm1), "log": _quiet(np.log),
-    "log1p": _quiet(np.log1p), "sin": _quiet(np.sin), "cos": _quiet(np.cos),
+    "neg": _uf(np.negative), "abs": _uf(np.abs), "sign": _uf(np.sign), "conj": _uf(np.conj),
+    "real": _real, "imag": _imag, "exp": _quiet(np.exp), "expm1": _quiet(np.expm1),
+    "log": _quiet(np.log), "log1p": _quiet(np.log1p), "sin": _quiet(np.sin), "cos": _quiet(np.cos),
     "tan": _quiet(np.tan), "asin": _quiet(np.arcsin), "acos": _quiet(np.arccos),
     "atan": _quiet(np.arctan), "sinh": _quiet(np.sinh), "cosh": _quiet(np.cosh),
     "tanh": _quiet(np.tanh), "asinh": _quiet(np.arcsinh), "acosh": _quiet(np.arccosh),
     "atanh": _quiet(np.arctanh), "sqrt": _quiet(np.sqrt), "rsqrt": _rsqrt,
     "logistic": _logistic, "floor": _round_like(np.floor), "ceil": _round_like(np.ceil),
-    "round": _round_like(np.round), "trunc": _round_like(np.trunc), "isnan": np.isnan,
-    "isinf": np.isinf, "isfinite": np.isfinite, "logical_not": np.logical_not,
-    "bitwise_not": np.invert,
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": _div, "rem": _rem,
-    "pow": _pow, "maximum": np.maximum, "minimum": np.minimum, "atan2": _quiet(np.arctan2),
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
-    "logical_or": np.logical_or, "logical_xor": np.logical_xor,
-    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "round": _round_like(np.rint), "trunc": _round_like(np.trunc), "isnan": _uf(np.isnan),
+    "isinf": _uf(np.isinf), "isfinite": _uf(np.isfinite), "logical_not": _uf(np.logical_not),
+    "bitwise_not": _uf(np.invert),
+    "add": _uf(np.add), "sub": _uf(np.subtract), "mul": _uf(np.multiply), "div": _div,
+    "rem": _rem, "pow": _pow, "maximum": _uf(np.maximum), "minimum": _uf(np.minimum),
+    "atan2": _quiet(np.arctan2),
+    "eq": _uf(np.equal), "ne": _uf(np.not_equal), "lt": _uf(np.less), "le": _uf(np.less_equal),
+    "gt": _uf(np.greater), "ge": _uf(np.greater_equal), "logical_and": _uf(np.logical_and),
+    "logical_or": _uf(np.logical_or), "logical_xor": _uf(np.logical_xor),
+    "bitwise_and": _uf(np.bitwise_and), "bitwise_or": _uf(np.bitwise_or),
+    "bitwise_xor": _uf(np.bitwise_xor),
     "shift_left": _shift(np.left_shift, True), "shift_right": _shift(np.right_shift, False),
     "select": np.where, "clamp": _clamp,
     "reshape": lambda x, *, new_sizes: np.reshape(x, new_sizes),

@@ -1,0 +1,11 @@
+"""The shared backend conformance kit, run on numpy:cpu."""
+
+from __future__ import annotations
+
+from tenferro_core.testing.conformance import BackendConformance
+
+
+class TestNumpyConformance(BackendConformance):
+    """Every core primitive on numpy:cpu against the reference."""
+
+    device = "numpy:cpu"

@@ -1,0 +1,122 @@
+"""numpy:cpu specifics the shared kit cannot assume: memory sharing through DLPack and
+`__array__`, the energy meter it picks, and dtypes it does not have."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tenferro_core import dtypes as D
+from tenferro_core.energy import EnergyTelemetry, EstimatedTelemetry, RaplTelemetry
+from tenferro_core.errors import DTypeError
+from tenferro_numpy.backend import SUPPORTED, NumpyBackend
+from tenferro_runtime import array_api as xp
+from tenferro_runtime import default_runtime, lax
+
+DEVICE = "numpy:cpu"
+
+
+@pytest.fixture
+def matrix():
+    return np.arange(12.0).reshape(3, 4)
+
+
+def test_device_and_dtypes():
+    dev = default_runtime().device(DEVICE)
+    assert dev.backend.devices() == ("cpu",)
+    assert dev.dtypes == SUPPORTED == frozenset(D.ALL_DTYPES) - {D.bfloat16}
+
+
+def test_dlpack_export_shares_memory(matrix):
+    t = xp.asarray(matrix, device=DEVICE)
+    assert t.__dlpack_device__() == (1, 0)  # kDLCPU, device 0
+    out = np.from_dlpack(t)
+    assert np.shares_memory(out, t._buf)
+    np.testing.assert_array_equal(out, matrix)
+
+
+def test_dlpack_import_shares_memory(matrix):
+    t = xp.from_dlpack(matrix, device=DEVICE)
+    assert np.shares_memory(t._buf, matrix)
+    assert (t.shape, t.dtype) == ((3, 4), D.float64)
+    back = np.from_dlpack(t)
+    assert np.shares_memory(back, matrix)
+
+
+def test_dlpack_copy_does_not_share(matrix):
+    t = xp.from_dlpack(matrix, device=DEVICE, copy=True)
+    assert not np.shares_memory(t._buf, matrix)
+    np.testing.assert_array_equal(np.from_dlpack(t), matrix)
+
+
+def test_dlpack_of_non_contiguous_and_broadcast_results(matrix):
+    t = lax.transpose(xp.asarray(matrix, device=DEVICE), permutation=(1, 0))
+    np.testing.assert_array_equal(np.from_dlpack(t), matrix.T)
+    row = xp.asarray(np.arange(4.0), device=DEVICE)
+    b = lax.broadcast_in_dim(row, shape=(3, 4), broadcast_dimensions=(1,))
+    np.testing.assert_array_equal(np.from_dlpack(b), np.broadcast_to(np.arange(4.0), (3, 4)))
+
+
+def test_zero_d_results_are_arrays():
+    x = xp.asarray(np.array(2.0), device=DEVICE)
+    for out in (lax.add(x, x), lax.exp(x), lax.neg(x), lax.round(x), lax.maximum(x, x)):
+        assert type(out._buf) is np.ndarray and out._buf.shape == ()
+        assert np.from_dlpack(out) == float(out)
+
+
+def test_array_protocol(matrix):
+    t = xp.asarray(matrix, device=DEVICE)
+    view = np.asarray(t)
+    assert np.shares_memory(view, t._buf)
+    as_f32 = np.asarray(t, dtype=np.float32)
+    assert as_f32.dtype == np.float32
+    np.testing.assert_array_equal(as_f32, matrix.astype(np.float32))
+    copied = t.__array__(copy=True)
+    assert not np.shares_memory(copied, t._buf)
+    np.testing.assert_array_equal(copied, matrix)
+
+
+def test_copy_is_a_fresh_buffer(matrix):
+    t = xp.asarray(matrix, device=DEVICE)
+    c = lax.copy(t)
+    assert not np.shares_memory(c._buf, t._buf)
+    np.testing.assert_array_equal(c._buf, matrix)
+
+
+def test_telemetry_is_labelled():
+    tel = NumpyBackend().telemetry("cpu")
+    assert isinstance(tel, EnergyTelemetry)
+    if isinstance(tel, RaplTelemetry):
+        assert tel.measured is True and tel.source == "rapl"
+    else:
+        assert isinstance(tel, EstimatedTelemetry)
+        assert tel.measured is False and tel.source == "cost-model"
+        tel.reset_counters()
+        joules = tel.record(flops=1e6, bytes_moved=1e3)
+        assert joules > 0 and tel.energy_consumed_joules() == pytest.approx(joules)
+        tel.reset_counters()
+        assert tel.energy_consumed_joules() == 0.0
+    assert tel.energy_consumed_joules() >= 0.0
+
+
+def test_telemetry_is_one_meter_per_backend():
+    backend = NumpyBackend()
+    assert backend.telemetry("cpu") is backend.telemetry("cpu")
+
+
+def test_estimated_telemetry_when_rapl_is_unreadable(monkeypatch):
+    monkeypatch.setattr(RaplTelemetry, "find", staticmethod(lambda: None))
+    tel = NumpyBackend().telemetry("cpu")
+    assert isinstance(tel, EstimatedTelemetry) and tel.measured is False
+
+
+@pytest.mark.parametrize("make", [
+    lambda: xp.asarray([1.0, 2.0], dtype=D.bfloat16, device=DEVICE),
+    lambda: xp.zeros((2,), dtype=D.bfloat16, device=DEVICE),
+    lambda: lax.full(shape=(2,), fill_value=1.0, dtype=D.bfloat16, device=DEVICE),
+    lambda: lax.iota(dtype=D.bfloat16, shape=(2,), dimension=0, device=DEVICE),
+    lambda: lax.convert(xp.asarray([1.0], device=DEVICE), new_dtype=D.bfloat16),
+], ids=["asarray", "zeros", "full", "iota", "convert"])
+def test_bfloat16_is_a_dtype_error(make):
+    with pytest.raises(DTypeError, match="bfloat16"):
+        make()

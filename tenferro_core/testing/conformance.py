@@ -1,0 +1,331 @@
+"""The backend conformance suite: every core primitive on one device, against NumPy.
+
+A backend package runs it by subclassing `BackendConformance` in one of its
+test modules and naming the device::
+
+    from tenferro_core.testing.conformance import BackendConformance
+
+    class TestMyBackendConformance(BackendConformance):
+        device = "mybackend:gpu0"        # a device name or a tenferro_runtime Device
+
+The device is resolved through `tenferro_runtime.default_runtime()` when
+pytest collects the class, so tests are parametrized by exactly the dtypes it
+supports (``test_matches_reference[add-float32]``). What is checked:
+
+* every primitive of `tenferro_core.catalog.PRIMITIVES` has a case and a
+  reference (a new primitive without one fails `test_catalog_is_covered`);
+* for each primitive and each device dtype its shape rule accepts, results on
+  hypothesis-drawn inputs (0-d, 0-size, size-1 axes, non-contiguous views made
+  with the backend's own transpose / strided slice / reverse) match
+  `tenferro_core.testing.reference` with dtype-aware tolerances, the result
+  buffer's shape and dtype match the primitive's abstract_eval, and inputs are
+  left unchanged;
+* dtypes the rule rejects, and the bad inputs of `error_cases`, raise the
+  typed errors (DTypeError, ShapeError, ArgumentError, DeviceError), leaving
+  inputs and the runtime's caches as they were;
+* host transfer round-trips every dtype, and the telemetry follows the
+  energy contract.
+
+Examples per (primitive, dtype) are a third of the active hypothesis profile's
+`max_examples` (at least 4), since the dtypes multiply the tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .. import catalog
+from .. import dtypes as D
+from ..energy import EnergyTelemetry
+from ..errors import ArgumentError, DeviceError, DTypeError
+from ..plugins import hookimpl
+from ..primitive import REQUIRED
+from .cases import Ctx, rule_accepts
+from .cases_elementwise import ELEMENTWISE_SPECS
+from .cases_reductions import REDUCTION_SPECS
+from .cases_structural import STRUCTURAL_SPECS
+from .error_cases import GENERIC_ONLY, ErrorCase, error_cases
+from .reference import REFERENCE
+from .strategies import Layout, arrays, layouts, shapes
+from .tolerance import assert_close, assert_identical
+
+SPECS = {**ELEMENTWISE_SPECS, **STRUCTURAL_SPECS, **REDUCTION_SPECS}
+
+_EXAMPLES = max(4, settings().max_examples // 3)
+_HEALTH = [HealthCheck.too_slow, HealthCheck.differing_executors, HealthCheck.filter_too_much]
+
+
+def resolve_device(spec: Any) -> Any:
+    """A tenferro_runtime Device from a name (or a Device, returned as is)."""
+    from tenferro_runtime import Device, default_runtime
+
+    return spec if isinstance(spec, Device) else default_runtime().device(spec)
+
+
+def context(device: Any) -> Ctx:
+    ordered = tuple(d for d in D.ALL_DTYPES if d in device.dtypes)
+    return Ctx(dtypes=ordered, device=device)
+
+
+def to_device(host: np.ndarray, device: Any) -> Any:
+    """A tensor on `device` with the values and shape of a host array."""
+    from tenferro_runtime import lax
+    from tenferro_runtime.array_api import asarray
+
+    t = asarray(host, device=device)
+    if t.shape != host.shape:  # asarray is checked on its own in test_host_roundtrip
+        t = lax.reshape(t, new_sizes=host.shape)
+    return t
+
+
+def present(host: np.ndarray, layout: Layout, device: Any) -> tuple[Any, np.ndarray]:
+    """(tensor, NumPy view) holding `host` in `layout`, built with the backend's own ops."""
+    from tenferro_runtime import lax
+
+    big = layout.embed(host)
+    t = to_device(big, device)
+    if layout.kind == "transposed":
+        t = lax.transpose(t, permutation=layout.perm)
+    elif layout.kind == "reversed":
+        t = lax.reverse(t, dimensions=layout.dims)
+    elif layout.kind == "strided":
+        sl = layout.slices(host.shape)
+        t = lax.slice(t, start_indices=tuple(s.start for s in sl),
+                      limit_indices=tuple(s.stop for s in sl), strides=tuple(s.step for s in sl))
+    return t, layout.view(big, host.shape)
+
+
+def host_of(t: Any) -> np.ndarray:
+    return np.asarray(t.device.backend.to_host(t._buf))
+
+
+class _Twin:
+    """The backend under test registered under another name: a second, distinct device."""
+
+    def __init__(self, backend: Any):
+        self._backend = backend
+        self.name = f"{backend.name}_twin"
+        self.priority = -1
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._backend, attr)
+
+    @hookimpl
+    def tenferro_register(self, registry: Any) -> None:
+        registry.add_backend(self)
+
+
+def other_device(device: Any) -> Any:
+    """Another device of the backend, else the same backend renamed in a second Runtime."""
+    from tenferro_runtime import Runtime
+
+    for did in device.backend.devices():
+        if did != device.id:
+            return device.runtime.device(f"{device.backend.name}:{did}")
+    twin = _Twin(device.backend)
+    return Runtime([twin]).device(f"{twin.name}:{device.id}")
+
+
+def cache_sizes(runtime: Any) -> dict[str, int]:
+    """Entries per runtime cache (a failed op must not add any)."""
+    return {name: s.size for name, s in runtime.caches.stats().items()}
+
+
+def _variants(prim_name: str, dtype: D.DType, ctx: Ctx) -> tuple[Any, ...]:
+    spec = SPECS[prim_name]
+    return (None,) if spec.variants is None else spec.variants(dtype, ctx)
+
+
+def probe_tensors(prim_name: str, ctx: Ctx, dtype: D.DType | None = None) -> tuple[list[Any], dict[str, Any]]:
+    """Zero tensors and params of the primitive's probe signature (default: its first valid dtype)."""
+    spec = SPECS[prim_name]
+    if dtype is None:
+        prim = catalog.BY_NAME[prim_name]
+        dtype = next(d for d in ctx.dtypes if rule_accepts(prim, spec, d, ctx))
+    avals, params = spec.probe(dtype, ctx)
+    return [to_device(np.zeros(a.shape, a.dtype.numpy), ctx.device) for a in avals], params
+
+
+def expect_failure(device: Any, error: type[Exception], tensors: list[Any], call: Any) -> None:
+    """`call()` raises `error` and leaves the tensors and the runtime's caches unchanged."""
+    before = [(t.aval, host_of(t).copy()) for t in tensors]
+    sizes = cache_sizes(device.runtime)
+    with pytest.raises(error):
+        call()
+    assert cache_sizes(device.runtime) == sizes, "a failed op changed the runtime's caches"
+    for t, (aval, values) in zip(tensors, before):
+        assert t.aval == aval
+        assert_identical(host_of(t), values, "an operand of the failed op")
+
+
+def _parametrize(metafunc: Any, ctx: Ctx) -> None:
+    """Parametrize a suite test by the primitives, dtypes, params or error cases it takes.
+
+    Primitives without a spec are left out here; `test_catalog_is_covered` names them.
+    """
+    names = metafunc.fixturenames
+    covered = [p for p in catalog.PRIMITIVES if p.name in SPECS]
+    if "variant" in names:
+        params = [(p.name, d.name, v) for p in covered for d in ctx.dtypes
+                  if rule_accepts(p, SPECS[p.name], d, ctx) for v in _variants(p.name, d, ctx)]
+        ids = [f"{p}-{d}" + (f"-to-{v}" if v else "") for p, d, v in params]
+        metafunc.parametrize(("prim_name", "dtype_name", "variant"), params, ids=ids)
+    elif "dtype_name" in names and "prim_name" in names:
+        pairs = [(p.name, d.name) for p in covered for d in ctx.dtypes
+                 if not rule_accepts(p, SPECS[p.name], d, ctx)]
+        metafunc.parametrize(("prim_name", "dtype_name"), pairs, ids=[f"{p}-{d}" for p, d in pairs])
+    elif "dtype_name" in names:
+        metafunc.parametrize("dtype_name", [d.name for d in ctx.dtypes])
+    elif "required_param" in names:
+        pairs = [(p.name, k) for p in covered for k, (_, default) in p.params.items()
+                 if default is REQUIRED and k != "device"]
+        metafunc.parametrize(("prim_name", "required_param"), pairs, ids=[f"{p}-{k}" for p, k in pairs])
+    elif "prim_name" in names:
+        prims = [p.name for p in covered]
+        if "two_devices" in metafunc.function.__name__:
+            prims = [p for p in prims if len(SPECS[p].probe(ctx.index_dtype, ctx)[0]) >= 2]
+        metafunc.parametrize("prim_name", prims)
+    elif "error_case" in names:
+        cases = error_cases(ctx)
+        metafunc.parametrize("error_case", cases, ids=[c.id for c in cases])
+
+
+class BackendConformance:
+    """Subclass as ``Test...`` and set `device` to run the suite on that device."""
+
+    device: Any = None
+
+    # ---- collection ----------------------------------------------------
+    def pytest_generate_tests(self, metafunc: Any) -> None:
+        if type(self).device is None:
+            raise pytest.UsageError(f"{type(self).__name__}: set the class attribute 'device'")
+        _parametrize(metafunc, context(resolve_device(type(self).device)))
+
+    @property
+    def dev(self) -> Any:
+        return resolve_device(type(self).device)
+
+    # ---- coverage --------------------------------------------------------
+    def test_catalog_is_covered(self) -> None:
+        names = {p.name for p in catalog.PRIMITIVES}
+        assert not names - set(SPECS), f"primitives without a conformance case: {sorted(names - set(SPECS))}"
+        assert not names - set(REFERENCE), f"primitives without a reference: {sorted(names - set(REFERENCE))}"
+        with_errors = {c.prim for c in error_cases(context(self.dev))} | GENERIC_ONLY
+        assert not names - with_errors, f"primitives without error cases: {sorted(names - with_errors)}"
+
+    def test_backend_has_every_kernel(self) -> None:
+        missing = [p.name for p in catalog.PRIMITIVES if p not in self.dev.kernels]
+        assert not missing, f"{self.dev} has no kernel for {missing}"
+
+    # ---- values ----------------------------------------------------------
+    @settings(max_examples=_EXAMPLES, suppress_health_check=_HEALTH)
+    @given(data=st.data())
+    def test_matches_reference(self, prim_name: str, dtype_name: str, variant: str | None,
+                               data: Any) -> None:
+        prim, dev = catalog.BY_NAME[prim_name], self.dev
+        extra = {} if variant is None else {"variant": variant}
+        case = SPECS[prim_name].draw(data.draw, D.as_dtype(dtype_name), context(dev), **extra)
+        tensors, views = [], []
+        for i, host in enumerate(case.args):
+            layout = data.draw(layouts(host.shape), label=f"layout of operand {i}")
+            t, view = present(host, layout, dev)
+            tensors.append(t)
+            views.append(view)
+        expected = REFERENCE[prim_name](*views, **case.params)
+        (aval,) = prim.abstract_eval(tuple(t.aval for t in tensors), prim.check_params(case.params))
+        assert expected.shape == aval.shape and D.from_numpy(expected.dtype) is aval.dtype, (
+            f"kit bug: reference gives {expected.dtype}{list(expected.shape)}, rule {aval}")
+
+        out = prim.bind(*tensors, **case.params)
+
+        shape, dtype = dev.backend.describe(out._buf)
+        assert (tuple(shape), dtype) == (aval.shape, aval.dtype), (
+            f"{prim_name}: the kernel returned {dtype}{list(shape)}, abstract_eval says {aval}")
+        dev.backend.dlpack_device(out._buf)  # every result is a proper buffer (not a scalar)
+        actual = host_of(out)
+        assert actual.shape == aval.shape and D.from_numpy(actual.dtype) is aval.dtype
+        what = f"{prim_name}({', '.join(v.dtype.name + str(list(v.shape)) for v in views)})"
+        if case.check is not None:
+            case.check(actual, expected, case)
+        elif case.exact:
+            assert_identical(actual, expected, what)
+        else:
+            assert_close(actual, expected, aval.dtype, mult=case.mult, bound=case.bound, what=what)
+        for t, host in zip(tensors, case.args):
+            assert_identical(host_of(t), host, f"{prim_name} modified its operand")
+
+    # ---- errors ----------------------------------------------------------
+    def test_rejects_dtype(self, prim_name: str, dtype_name: str) -> None:
+        ctx = context(self.dev)
+        tensors, params = probe_tensors(prim_name, ctx, D.as_dtype(dtype_name))
+        prim = catalog.BY_NAME[prim_name]
+        expect_failure(self.dev, DTypeError, tensors, lambda: prim.bind(*tensors, **params))
+
+    def test_bad_input(self, error_case: ErrorCase) -> None:
+        tensors = [to_device(np.zeros(s, D.as_dtype(d).numpy), self.dev) for s, d in error_case.operands]
+        prim = catalog.BY_NAME[error_case.prim]
+        params = dict(error_case.params)
+        if prim.nin == 0:
+            params["device"] = self.dev
+        expect_failure(self.dev, error_case.error, tensors, lambda: prim.bind(*tensors, **params))
+
+    def test_non_tensor_operand(self, prim_name: str) -> None:
+        ctx = context(self.dev)
+        tensors, params = probe_tensors(prim_name, ctx)
+        prim = catalog.BY_NAME[prim_name]
+        args = [host_of(t) for t in tensors[:1]] + tensors[1:] if tensors else [1.0]
+        expect_failure(self.dev, ArgumentError, tensors[1:], lambda: prim.bind(*args, **params))
+
+    def test_unknown_param(self, prim_name: str) -> None:
+        ctx = context(self.dev)
+        tensors, params = probe_tensors(prim_name, ctx)
+        prim = catalog.BY_NAME[prim_name]
+        expect_failure(self.dev, ArgumentError, tensors,
+                       lambda: prim.bind(*tensors, no_such_param=1, **params))
+
+    def test_missing_param(self, prim_name: str, required_param: str) -> None:
+        ctx = context(self.dev)
+        tensors, params = probe_tensors(prim_name, ctx)
+        params.pop(required_param)
+        prim = catalog.BY_NAME[prim_name]
+        expect_failure(self.dev, ArgumentError, tensors, lambda: prim.bind(*tensors, **params))
+
+    def test_two_devices(self, prim_name: str) -> None:
+        ctx = context(self.dev)
+        tensors, params = probe_tensors(prim_name, ctx)
+        foreign = other_device(self.dev)
+        moved = tensors[:-1] + [to_device(host_of(tensors[-1]), foreign)]
+        prim = catalog.BY_NAME[prim_name]
+        expect_failure(self.dev, DeviceError, moved, lambda: prim.bind(*moved, **params))
+
+    # ---- transfer and telemetry -----------------------------------------
+    @settings(max_examples=_EXAMPLES, suppress_health_check=_HEALTH)
+    @given(data=st.data())
+    def test_host_roundtrip(self, dtype_name: str, data: Any) -> None:
+        from tenferro_runtime.array_api import asarray
+
+        dtype = D.as_dtype(dtype_name)
+        host = data.draw(arrays(dtype, data.draw(shapes())))
+        layout = data.draw(layouts(host.shape))
+        src = layout.view(layout.embed(host), host.shape)  # contiguous or a strided NumPy view
+        t = asarray(src, device=self.dev)
+        assert (t.shape, t.dtype) == (host.shape, dtype)
+        assert_identical(host_of(t), host, "asarray then to_host")
+        shape, described = self.dev.backend.describe(t._buf)
+        assert (tuple(shape), described) == (host.shape, dtype)
+
+    def test_telemetry_contract(self) -> None:
+        tel = self.dev.backend.telemetry(self.dev.id)
+        assert isinstance(tel, EnergyTelemetry)
+        assert isinstance(tel.measured, bool) and isinstance(tel.source, str) and tel.source
+        assert float(tel.energy_consumed_joules()) >= 0.0
+        power, temperature = tel.power_draw_watts(), tel.temperature_celsius()
+        assert power is None or float(power) >= 0.0
+        assert temperature is None or isinstance(float(temperature), float)
+        tel.reset_counters()
+        assert float(tel.energy_consumed_joules()) >= 0.0

@@ -1,0 +1,22 @@
+"""Hypothesis profiles shared by every tenferro test suite.
+
+`ci` (100 examples, derandomized) is sized for CI's 2 cores; `dev` is quicker;
+`thorough` is for hunting bugs. HYPOTHESIS_PROFILE picks one; CI=true means `ci`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+
+def load_profiles() -> str:
+    """Register the profiles and load the one the environment asks for; returns its name."""
+    relaxed = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+    settings.register_profile("ci", max_examples=100, derandomize=True, **relaxed)
+    settings.register_profile("dev", max_examples=15, **relaxed)
+    settings.register_profile("thorough", max_examples=300, **relaxed)
+    name = os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev")
+    settings.load_profile(name)
+    return name
