@@ -22,7 +22,12 @@ Kernel = Callable[..., Any]
 
 @runtime_checkable
 class Backend(Protocol):
-    """What a backend plugin provides. `compile(graph)` is optional."""
+    """What a backend plugin provides.
+
+    Optional: `compile(graph)` runs a whole traced graph; `specialize(name, kernel,
+    in_avals, out_avals)` returns the kernel to use for one call signature (asked once
+    per signature, then cached by the runtime).
+    """
 
     name: str
     priority: int

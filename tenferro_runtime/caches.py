@@ -18,6 +18,8 @@ class CacheStats:
 class BoundedCache(dict):
     """A dict that evicts its oldest entries past `maxsize` (FIFO: cheap on the hot path)."""
 
+    __slots__ = ("name", "maxsize", "hits", "misses", "evictions")
+
     def __init__(self, name: str, maxsize: int):
         super().__init__()
         self.name = name

@@ -64,8 +64,11 @@ def prepare(prim: Primitive, avals: tuple, params: dict, device: Any) -> tuple:
                 f"that has it"
             )
     fn = device.kernels.get(prim)
-    if fn is None and prim.decomposition is None:
-        raise device.runtime.missing_kernel(prim, device)
+    if fn is None:
+        if prim.decomposition is None:
+            raise device.runtime.missing_kernel(prim, device)
+    elif device.specialize is not None:
+        fn = device.specialize(prim.name, fn, avals, out_avals)
     return out_avals, nparams, fn
 
 
@@ -118,38 +121,51 @@ def eager(prim: Primitive, args: tuple, params: dict) -> Any:
 _new_tensor = object.__new__
 
 
-def _bind_method(self: Primitive, *args: Any, **params: Any) -> Any:
-    """`Primitive.bind`. Unary and binary calls without params that ran before are
-    one cache lookup and the kernel call; everything else goes through `eager`."""
-    if TRACE_STACK:
-        return TRACE_STACK[-1].process(self, args, params)
-    if not params:
+def bind2(prim: Primitive, a: Any, b: Any) -> Any:
+    """`prim.bind(a, b)` without params. A signature seen before is one cache lookup
+    and the kernel call; everything else goes through `eager`."""
+    if not TRACE_STACK:
         try:
-            if len(args) == 2:
-                a, b = args
-                av = a._aval
-                cache = av.device.dispatch_cache
-                hit = cache.get((self, av, b._aval))
-                if hit is not None:
-                    cache.hits += 1
-                    t = _new_tensor(Tensor)
-                    t._buf = hit[0](a._buf, b._buf)
-                    t._aval = hit[1]
-                    return t
-            elif len(args) == 1:
-                a = args[0]
-                av = a._aval
-                cache = av.device.dispatch_cache
-                hit = cache.get((self, av))
-                if hit is not None:
-                    cache.hits += 1
-                    t = _new_tensor(Tensor)
-                    t._buf = hit[0](a._buf)
-                    t._aval = hit[1]
-                    return t
+            av = a._aval
+            cache = av.device.dispatch_cache
+            hit = cache.get((prim, av, b._aval))
         except AttributeError:  # a non-tensor operand: eager raises the typed error
-            pass
-    return eager(self, args, params)
+            hit = None
+        if hit is not None:
+            cache.hits += 1
+            t = _new_tensor(Tensor)
+            t._buf = hit[0](a._buf, b._buf)
+            t._aval = hit[1]
+            return t
+    return bind(prim, (a, b), {})
+
+
+def bind1(prim: Primitive, a: Any) -> Any:
+    """`prim.bind(a)` without params; see `bind2`."""
+    if not TRACE_STACK:
+        try:
+            av = a._aval
+            cache = av.device.dispatch_cache
+            hit = cache.get((prim, av))
+        except AttributeError:
+            hit = None
+        if hit is not None:
+            cache.hits += 1
+            t = _new_tensor(Tensor)
+            t._buf = hit[0](a._buf)
+            t._aval = hit[1]
+            return t
+    return bind(prim, (a,), {})
+
+
+def _bind_method(self: Primitive, *args: Any, **params: Any) -> Any:
+    """`Primitive.bind`: the common no-params unary and binary calls take the short paths."""
+    if not params:
+        if len(args) == 2:
+            return bind2(self, args[0], args[1])
+        if len(args) == 1:
+            return bind1(self, args[0])
+    return bind(self, args, params)
 
 
 Primitive._bind = staticmethod(bind)

@@ -39,8 +39,9 @@ class Device(str):
         self.id = device_id
         self.kernels = kernels
         self.dtypes = dtypes
+        self.specialize = getattr(backend, "specialize", None)
         self.dispatch_cache = runtime.caches.get(f"dispatch[{backend.name}:{device_id}]", 8192)
-        self.constant_cache = runtime.caches.get(f"constants[{backend.name}:{device_id}]", 1024)
+        self.constant_cache = runtime.caches.get(f"constants[{backend.name}:{device_id}]", 256)
         return self
 
     @property

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from tenferro_core import catalog
 from tenferro_core.avals import Aval
 from tenferro_core.errors import DTypeError, ShapeError
 
@@ -185,6 +186,34 @@ def _binop(fname: str, reflected: bool = False):
     return op
 
 
+_SCALAR_RANK = {bool: 0, int: 1, float: 2}
+_KIND_RANK = {"i": 1, "u": 1, "f": 2, "c": 3}
+
+
+def _direct_binop(prim: Any, fname: str, reflected: bool = False):
+    """`a + b`, `a * 0.5`, ...: when the operands need no promotion or broadcasting the
+    namespace function is exactly the primitive, so bind it directly; else go through it."""
+    fallback = _binop(fname, reflected)
+
+    def op(self, other):
+        av = self._aval
+        rank = _KIND_RANK.get(av.dtype.kind)  # None for bool: the namespace raises its error
+        if rank is not None:
+            kind = type(other)
+            if kind is Tensor:
+                bv = other._aval
+                if av is bv or (av.dtype is bv.dtype and av.shape == bv.shape):
+                    bind2 = _dispatch.bind2
+                    return bind2(prim, other, self) if reflected else bind2(prim, self, other)
+            elif _SCALAR_RANK.get(kind, 9) <= rank:
+                c = _xp._helpers.constant(fname, other, av)
+                bind2 = _dispatch.bind2
+                return bind2(prim, c, self) if reflected else bind2(prim, self, c)
+        return fallback(self, other)
+
+    return op
+
+
 def _iop(fname: str):
     def op(self, other):
         return self._inplace(getattr(_xp, fname), other)
@@ -202,8 +231,12 @@ for _short, _fname in _BINARY.items():
     setattr(Tensor, f"__{_short}__", _binop(_fname))
     setattr(Tensor, f"__r{_short}__", _binop(_fname, reflected=True))
     setattr(Tensor, f"__i{_short}__", _iop(_fname))
+for _short, _prim in (("add", catalog.add), ("sub", catalog.sub), ("mul", catalog.mul)):
+    setattr(Tensor, f"__{_short}__", _direct_binop(_prim, _BINARY[_short]))
+    setattr(Tensor, f"__r{_short}__", _direct_binop(_prim, _BINARY[_short], reflected=True))
 for _short, _fname in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
                        "eq": "equal", "ne": "not_equal"}.items():
     setattr(Tensor, f"__{_short}__", _binop(_fname))
 
 from . import array_api as _xp  # noqa: E402  (the namespace imports Tensor first)
+from . import dispatch as _dispatch  # noqa: E402

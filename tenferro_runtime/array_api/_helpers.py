@@ -133,25 +133,39 @@ def promote(name: str, *args: Any) -> list[Tensor]:
     return out
 
 
-def constant(name: str, value: Any, dtype: D.DType, shape: tuple[int, ...], device: Device) -> Tensor:
-    """A tensor of `shape` filled with a Python scalar, cached per device.
+# Python scalar type -> kind rank; a scalar keeps a tensor's dtype when its rank is not higher.
+_SCALAR_RANK = {bool: 0, int: 1, float: 2, complex: 3}
+_DTYPE_RANK = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
+
+
+def constant(name: str, value: Any, aval: Any) -> Tensor:
+    """A tensor like `aval` (shape, dtype, device) filled with a Python scalar, cached per device.
 
     Loops like ``x * 0.5`` then cost one kernel, not three. Buffers are never
     mutated, so a cached one can back many tensors; each call gets a fresh wrapper.
     """
-    cacheable = not (type(value) in (float, complex) and (value == 0 or value != value))
-    cache = device.constant_cache
-    key = (type(value), value, dtype, shape, device)
-    if cacheable:
-        hit = cache.get(key)
-        if hit is not None:
-            cache.hits += 1
-            return Tensor._new(*hit)
-        cache.misses += 1
-    t = broadcast_to(scalar_like(name, value, dtype, device), shape)
-    if cacheable:
-        cache.put(key, (t._buf, t._aval))
+    cache = aval.device.constant_cache
+    key = (type(value), value, aval)
+    hit = cache.get(key)
+    if hit is not None:
+        cache.hits += 1
+        t = _new_tensor(Tensor)
+        t._buf = hit
+        t._aval = aval
+        return t
+    cache.misses += 1
+    if aval.size <= _DENSE_CONSTANT_MAX:  # kernels run faster on dense operands than on broadcasts
+        check_scalar_fits(name, value, aval.dtype)
+        t = full(aval.shape, value, aval.dtype, aval.device)
+    else:
+        t = broadcast_to(scalar_like(name, value, aval.dtype, aval.device), aval.shape)
+    if not (type(value) in (float, complex) and (value == 0 or value != value)):
+        cache.put(key, t._buf)  # -0.0 == 0.0 and nan != nan: those are never cached
     return t
+
+
+_new_tensor = object.__new__
+_DENSE_CONSTANT_MAX = 4096
 
 
 def elementwise_operands(name: str, *args: Any) -> list[Tensor]:
@@ -161,14 +175,13 @@ def elementwise_operands(name: str, *args: Any) -> list[Tensor]:
         if type(a) is Tensor:
             av = a._aval
             if type(b) is Tensor:
-                if av.dtype is b._aval.dtype and av.shape == b._aval.shape:
+                bv = b._aval
+                if av is bv or (av.dtype is bv.dtype and av.shape == bv.shape):
                     return [a, b]
-            elif type(b) in SCALAR_TYPES and D.promote_scalar(av.dtype, b) is av.dtype:
-                return [a, constant(name, b, av.dtype, av.shape, av.device)]
-        elif type(b) is Tensor and type(a) in SCALAR_TYPES:
-            bv = b._aval
-            if D.promote_scalar(bv.dtype, a) is bv.dtype:
-                return [constant(name, a, bv.dtype, bv.shape, bv.device), b]
+            elif _SCALAR_RANK.get(type(b), 9) <= _DTYPE_RANK[av.dtype.kind]:
+                return [a, constant(name, b, av)]
+        elif type(b) is Tensor and _SCALAR_RANK.get(type(a), 9) <= _DTYPE_RANK[b._aval.dtype.kind]:
+            return [constant(name, a, b._aval), b]
     ts = promote(name, *args)
     shape = broadcast_shapes(*(t.shape for t in ts))
     return [broadcast_to(t, shape) for t in ts]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,14 @@ class NumpyBackend:
         from .kernels import KERNELS
 
         return KERNELS
+
+    def specialize(self, name: str, kernel: Any, in_avals: tuple, out_avals: tuple) -> Any:
+        """Drop the ``out=...`` of ufunc kernels when no output is 0-d (saves ~0.15 us a call):
+        ``out=...`` only exists to keep 0-d results arrays rather than NumPy scalars."""
+        if (isinstance(kernel, partial) and kernel.keywords == {"out": Ellipsis}
+                and isinstance(kernel.func, np.ufunc) and all(a.shape for a in out_avals)):
+            return kernel.func
+        return kernel
 
     def from_host(self, array: np.ndarray, device: str) -> np.ndarray:
         return array
