@@ -57,11 +57,24 @@ def workloads(torch):
     return out
 
 
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> None:
+    import os
+
     import torch
 
     torch.set_num_threads(2)
-    print(f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}, "
+    print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
           f"numpy {np.__version__}, torch {torch.__version__}")
     print(f"{'workload':<22}{'tenferro':>12}{'numpy':>12}{'torch':>12}{'tf/np':>8}{'tf/torch':>10}")
     for name, t_tf, t_np, t_torch in workloads(torch):
