@@ -245,10 +245,6 @@ def _wrap_int(v: int, dtype: D.DType) -> int:
     return m - (1 << dtype.bits) if dtype.kind == "i" and m >= 1 << (dtype.bits - 1) else m
 
 
-def _lax_full(shape: tuple, value: Any, dtype: D.DType, dev: Any) -> Tensor:
-    return lax.full(shape=shape, fill_value=value, dtype=dtype, device=dev)
-
-
 def _work_dtype(dev: Any, preferred: D.DType, fallback: D.DType) -> D.DType:
     return preferred if dev.supports(preferred) else fallback
 
@@ -294,13 +290,13 @@ def arange(start: int | float, /, stop: int | float | None = None, step: int | f
                 )
         work = _work_dtype(dev, D.uint64 if dtype is D.uint64 else D.int64, dtype)
         i = lax.iota(dtype=work, shape=(n,), dimension=0, device=dev)
-        out = lax.add(lax.mul(i, _lax_full((n,), _wrap_int(step, work), work, dev)),
-                      _lax_full((n,), _wrap_int(start, work), work, dev))
+        out = lax.add(lax.mul(i, _full((n,), _wrap_int(step, work), work, dev)),
+                      _full((n,), _wrap_int(start, work), work, dev))
         return convert(out, dtype)
     work = _work_dtype(dev, D.float64, D.real_of(dtype))
     i = lax.iota(dtype=work, shape=(n,), dimension=0, device=dev)
-    out = lax.add(lax.mul(i, _lax_full((n,), float(step), work, dev)),
-                  _lax_full((n,), float(start), work, dev))
+    out = lax.add(lax.mul(i, _full((n,), float(step), work, dev)),
+                  _full((n,), float(start), work, dev))
     return convert(out, dtype)
 
 
@@ -321,7 +317,7 @@ def _band(m: int, n: int, k: int, cmp: Any, dev: Any) -> Tensor:
     k = min(max(k, -m - 1), n + 1)  # beyond the matrix every k gives the same mask
     rows = lax.iota(dtype=D.int64, shape=(m, n), dimension=0, device=dev)
     cols = lax.iota(dtype=D.int64, shape=(m, n), dimension=1, device=dev)
-    return cmp(lax.sub(cols, rows), _lax_full((m, n), k, D.int64, dev))
+    return cmp(lax.sub(cols, rows), _full((m, n), k, D.int64, dev))
 
 
 def linspace(start: int | float | complex, stop: int | float | complex, /, num: int, *,
@@ -348,11 +344,11 @@ def linspace(start: int | float | complex, stop: int | float | complex, /, num: 
     div = num - 1 if endpoint else num
     step = (stop - start) / div if div > 0 else conv(0)
     i = lax.iota(dtype=rwork, shape=(num,), dimension=0, device=dev)
-    y = lax.add(lax.mul(convert(i, work), _lax_full((num,), step, work, dev)),
-                _lax_full((num,), start, work, dev))
+    y = lax.add(lax.mul(convert(i, work), _full((num,), step, work, dev)),
+                _full((num,), start, work, dev))
     if endpoint and num > 1:
-        last = lax.eq(i, _lax_full((num,), num - 1, rwork, dev))
-        y = lax.select(last, _lax_full((num,), stop, work, dev), y)
+        last = lax.eq(i, _full((num,), num - 1, rwork, dev))
+        y = lax.select(last, _full((num,), stop, work, dev), y)
     return convert(y, dtype)
 
 
@@ -389,7 +385,7 @@ def _triangle(name: str, x: Tensor, k: Any, cmp: Any) -> Tensor:
     m, n = x.shape[-2:]
     mask = lax.broadcast_in_dim(_band(m, n, k, cmp, x.device), shape=x.shape,
                                 broadcast_dimensions=(x.ndim - 2, x.ndim - 1))
-    zero = _lax_full(x.shape, False if x.dtype is D.bool_ else 0, x.dtype, x.device)
+    zero = _full(x.shape, False if x.dtype is D.bool_ else 0, x.dtype, x.device)
     return lax.select(mask, x, zero)
 
 

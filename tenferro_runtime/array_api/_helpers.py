@@ -59,6 +59,11 @@ def full(shape: Sequence[int], value: Any, dtype: D.DType, device: Device) -> Te
     return lax.full(shape=tuple(shape), fill_value=value, dtype=dtype, device=device)
 
 
+def iota(shape: Sequence[int], dim: int, device: Device) -> Tensor:
+    """Indices along axis `dim` of `shape`, in the default index dtype."""
+    return lax.iota(dtype=D.DEFAULT_INDEX, shape=tuple(shape), dimension=dim, device=device)
+
+
 def scalar_like(name: str, value: Any, dtype: D.DType, device: Device) -> Tensor:
     """A 0-d tensor of `dtype` holding a Python scalar."""
     check_scalar_fits(name, value, dtype)

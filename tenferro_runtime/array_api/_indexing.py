@@ -34,6 +34,7 @@ from ._helpers import (
     check_tensor,
     convert,
     full,
+    iota,
     is_scalar,
     normalize_axis,
     reshape,
@@ -55,10 +56,6 @@ def _fresh(x: Tensor) -> Tensor:
 def _host(t: Tensor) -> np.ndarray | None:
     """The values of an eager tensor, None for abstract (traced) ones."""
     return t.numpy() if type(t) is Tensor and t._buf is not None else None
-
-
-def _iota(shape: tuple[int, ...], dim: int, device: Any) -> Tensor:
-    return lax.iota(dtype=_IDX, shape=tuple(shape), dimension=dim, device=device)
 
 
 def _stack_last(ts: list[Tensor]) -> Tensor:
@@ -107,7 +104,7 @@ def nonzero_coords(mask: Tensor) -> list[Tensor]:
         full((size,), count, _IDX, dev),
     )
     pos = lax.scatter(full((count + 1,), 0, _IDX, dev), reshape(target, (size, 1)),
-                      _iota((size,), 0, dev), axes=(0,))
+                      iota((size,), 0, dev), axes=(0,))
     pos = lax.slice(pos, start_indices=(0,), limit_indices=(count,))
     coords, stride = [], 1
     for j in range(len(shape) - 1, -1, -1):
@@ -527,7 +524,7 @@ def take_along_axis(x: Tensor, indices: Tensor, /, *, axis: int = -1) -> Tensor:
     idx = broadcast_to(normalize_indices(indices, x.shape[axis], f"axis {axis}"), out)
     if math.prod(out) == 0:
         return full(out, 0, x.dtype, x.device)
-    coords = [idx if d == axis else _iota(out, d, x.device) for d in range(x.ndim)]
+    coords = [idx if d == axis else iota(out, d, x.device) for d in range(x.ndim)]
     return lax.gather(xb, _stack_last(coords), axes=tuple(range(x.ndim)))
 
 

@@ -16,7 +16,8 @@ from tenferro_core.errors import ArgumentError, DTypeError
 
 from .. import lax
 from ..tensor import Tensor
-from ._helpers import check_tensor, convert, full, normalize_axis, reshape
+from ._helpers import check_tensor, convert, full, iota, normalize_axis, reshape
+from ._indexing import gather_axis
 
 
 def _setup(name: str, x: Tensor, axis: Any, descending: Any, stable: Any) -> int:
@@ -49,14 +50,9 @@ def argsort(x: Tensor, /, *, axis: int = -1, descending: bool = False,
 # ---- 1-d building blocks shared by searching and set functions -------------
 
 
-def arange(n: int, device: Any) -> Tensor:
-    """``[0, 1, ..., n-1]`` in the default index dtype."""
-    return lax.iota(dtype=D.DEFAULT_INDEX, shape=(n,), dimension=0, device=device)
-
-
 def take(v: Tensor, idx: Tensor) -> Tensor:
-    """``v[idx]`` for a 1-d `v` and a 1-d integer `idx`."""
-    return lax.gather(v, reshape(idx, (idx.size, 1)), axes=(0,))
+    """``v[idx]`` for a 1-d `v` and a 1-d tensor of valid indices."""
+    return gather_axis(v, idx, 0)
 
 
 def put(size: int, idx: Tensor, values: Tensor) -> Tensor:
@@ -80,7 +76,7 @@ def compact(flags: Tensor, count: int) -> Tensor:
     slot = lax.sub(lax.cumsum(convert(flags, D.DEFAULT_INDEX), axis=0),
                    full((n,), 1, D.DEFAULT_INDEX, flags.device))
     slot = lax.select(flags, slot, full((n,), count, D.DEFAULT_INDEX, flags.device))
-    out = put(count + 1, slot, arange(n, flags.device))  # the extra slot absorbs the False entries
+    out = put(count + 1, slot, iota((n,), 0, flags.device))  # the extra slot absorbs the False entries
     return lax.slice(out, start_indices=(0,), limit_indices=(count,))
 
 

@@ -8,37 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import promotion_reference as promotion
 from tenferro_core.errors import ArgumentError, DTypeError
 
-SIGNED = ["int8", "int16", "int32", "int64"]
-UNSIGNED = ["uint8", "uint16", "uint32", "uint64"]
-FLOATS = ["float16", "float32", "float64"]
-COMPLEX = ["complex64", "complex128"]
-ALL = ["bool"] + SIGNED + UNSIGNED + FLOATS + COMPLEX
-_KIND = {"bool": 0, **{d: 1 for d in SIGNED + UNSIGNED}, **{d: 2 for d in FLOATS},
-         **{d: 3 for d in COMPLEX}}
-
-# The Array API table for mixed signed/unsigned and float/complex pairs; elsewhere the larger
-# dtype of a kind, and across bool/int/float/complex the higher kind's operand (tenferro's rule).
-_TABLE = {("int8", "uint8"): "int16", ("int8", "uint16"): "int32", ("int8", "uint32"): "int64",
-          ("int16", "uint8"): "int16", ("int16", "uint16"): "int32", ("int16", "uint32"): "int64",
-          ("int32", "uint8"): "int32", ("int32", "uint16"): "int32", ("int32", "uint32"): "int64",
-          ("int64", "uint8"): "int64", ("int64", "uint16"): "int64", ("int64", "uint32"): "int64",
-          ("float16", "complex64"): "complex64", ("float32", "complex64"): "complex64",
-          ("float64", "complex64"): "complex128", ("float16", "complex128"): "complex128",
-          ("float32", "complex128"): "complex128", ("float64", "complex128"): "complex128"}
-
-
-def promoted(a: str, b: str) -> str | None:
-    if a == b:
-        return a
-    if (a, b) in _TABLE or (b, a) in _TABLE:
-        return _TABLE.get((a, b)) or _TABLE[(b, a)]
-    if "uint64" in (a, b) and {a, b} & set(SIGNED):
-        return None
-    if _KIND[a] != _KIND[b]:
-        return a if _KIND[a] > _KIND[b] else b
-    return a if np.dtype(a).itemsize >= np.dtype(b).itemsize else b
+UNSIGNED, FLOATS, COMPLEX = promotion.UNSIGNED, promotion.FLOATS, promotion.COMPLEX
+SIGNED, ALL, promoted = promotion.SIGNED, promotion.ALL, promotion.promoted
 
 
 def _safe_values(src: str, dst: str) -> np.ndarray:

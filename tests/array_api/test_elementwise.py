@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import promotion_reference as promotion
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
 from tenferro_runtime import lax
 from tenferro_runtime.tensor import Tensor
@@ -99,30 +100,8 @@ BINARY = {
 RTOL = {"float16": 4e-3, "float32": 2e-6, "float64": 1e-14, "complex64": 2e-6, "complex128": 1e-14}
 
 # ---------------------------------------------------------------- promotion (Array API tables)
-_MIXED_INT = {("int8", "uint8"): "int16", ("int8", "uint16"): "int32", ("int8", "uint32"): "int64",
-              ("int16", "uint8"): "int16", ("int16", "uint16"): "int32", ("int16", "uint32"): "int64",
-              ("int32", "uint8"): "int32", ("int32", "uint16"): "int32", ("int32", "uint32"): "int64",
-              ("int64", "uint8"): "int64", ("int64", "uint16"): "int64", ("int64", "uint32"): "int64"}
-_FLOAT_COMPLEX = {("float16", "complex64"): "complex64", ("float32", "complex64"): "complex64",
-                  ("float64", "complex64"): "complex128", ("float16", "complex128"): "complex128",
-                  ("float32", "complex128"): "complex128", ("float64", "complex128"): "complex128"}
-_KIND = {"bool": 0, **{d: 1 for d in INTS}, **{d: 2 for d in FLOATS}, **{d: 3 for d in COMPLEX}}
-
-
-def promoted(a: str, b: str) -> str | None:
-    """The Array API promotion of two dtypes; across bool/int/float the higher kind's operand
-    wins (tenferro's documented rule). None where no dtype holds both."""
-    if a == b:
-        return a
-    if (a, b) in _MIXED_INT or (b, a) in _MIXED_INT:
-        return _MIXED_INT.get((a, b)) or _MIXED_INT[(b, a)]
-    if (a, b) in _FLOAT_COMPLEX or (b, a) in _FLOAT_COMPLEX:
-        return _FLOAT_COMPLEX.get((a, b)) or _FLOAT_COMPLEX[(b, a)]
-    if "uint64" in (a, b) and {a, b} & set(SIGNED):
-        return None
-    if _KIND[a] != _KIND[b]:
-        return a if _KIND[a] > _KIND[b] else b
-    return a if np.dtype(a).itemsize >= np.dtype(b).itemsize else b
+promoted = promotion.promoted
+_KIND = promotion.KIND
 
 
 def scalar_promoted(d: str, s) -> str:
