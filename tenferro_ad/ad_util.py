@@ -1,0 +1,88 @@
+"""Symbolic zeros and undefined primals: the vocabulary of AD rules.
+
+JVP rule:       ``jvp(primals, tangents, **params) -> (primal_out, tangent_out)``
+    `tangents[i]` is a Tensor (or tracer) or a `Zero`; never all Zero (the
+    machinery skips the rule then). `tangent_out` may be a `Zero`. For
+    multi-result primitives both outputs are tuples. Rules are written with
+    `tenferro_runtime.lax`, so they can be traced and differentiated again.
+
+Transpose rule: ``transpose(ct, *operands, **params) -> tuple`` with one entry per
+    operand: the cotangent for each `UndefinedPrimal` operand (a Tensor or `Zero`),
+    None for the others. `ct` is a Tensor or a `Zero`. Operands the primitive is
+    not linear in are concrete values (Tensors or tracers).
+
+Complex numbers follow JAX's convention: JVPs are the real-linear maps of the
+functions, transposes are plain (unconjugated) transposes, and
+``grad(f)(z)`` of a real-valued f is the conjugate of PyTorch's ``z.grad``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenferro_core import dtypes as D
+from tenferro_core.avals import Aval
+
+
+class Zero:
+    """A symbolic zero tangent or cotangent of a given aval (never materialized)."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: Aval):
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"Zero({self.aval.str_short()})"
+
+
+class UndefinedPrimal:
+    """Marks a linear operand whose cotangent a transpose rule must produce."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: Aval):
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"UndefinedPrimal({self.aval.str_short()})"
+
+
+def is_zero(t: Any) -> bool:
+    return type(t) is Zero
+
+
+def is_undefined(x: Any) -> bool:
+    return type(x) is UndefinedPrimal
+
+
+def tangent_aval(aval: Aval) -> Aval:
+    """Tangents of integer and bool values are not defined: they are always Zero."""
+    return aval
+
+
+def zeros(aval: Aval) -> Any:
+    """A materialized zero tensor of `aval` (shape, dtype, device)."""
+    from tenferro_runtime import lax
+
+    z = lax.full(shape=(), fill_value=False if aval.dtype is D.bool_ else 0, dtype=aval.dtype,
+                 device=aval.device)
+    if not aval.shape:
+        return z
+    return lax.broadcast_in_dim(z, shape=aval.shape, broadcast_dimensions=())
+
+
+def instantiate(t: Any) -> Any:
+    """`t` itself, or zeros for a `Zero`."""
+    return zeros(t.aval) if type(t) is Zero else t
+
+
+def add_tangents(a: Any, b: Any) -> Any:
+    """a + b where either may be a `Zero`."""
+    from tenferro_runtime import lax
+
+    if type(a) is Zero:
+        return b
+    if type(b) is Zero:
+        return a
+    return lax.add(a, b)

@@ -1,0 +1,6 @@
+"""(being written)"""
+
+from __future__ import annotations
+
+JVP: dict = {}
+TRANSPOSE: dict = {}
