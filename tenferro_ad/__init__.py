@@ -1,10 +1,21 @@
-"""tenferro_ad: automatic differentiation (jvp, vjp, grad, GradientTape).
+"""tenferro_ad: automatic differentiation driven by rules registered as plugins.
 
-Placeholder until the AD issue lands; the package exists so the layering
-(core <- runtime <- ad) is fixed from the start.
+Traced transforms (jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev,
+hessian, custom_jvp, custom_vjp) nest to any order; the eager GradientTape uses
+the same rules.
 """
 
 from __future__ import annotations
 
+from .ad_util import UndefinedPrimal, Zero
+from .api import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
+from .custom import custom_jvp, custom_vjp
+from .stop_gradient import stop_gradient
+from .tape import GradientTape
+
 __version__ = "0.1.0"
-__all__: list[str] = []
+__all__ = [
+    "GradientTape", "custom_jvp", "custom_vjp", "UndefinedPrimal", "Zero", "grad", "hessian",
+    "jacfwd", "jacrev", "jvp", "linearize",
+    "stop_gradient", "value_and_grad", "vjp",
+]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from tenferro_core.plugins import hookimpl
 
+from .custom import _lin_transpose, custom_vjp_lin_p
 from .rules import elementwise, structural
+from .stop_gradient import _jvp as _stop_gradient_jvp
+from .stop_gradient import stop_gradient_p
 
 
 @hookimpl
@@ -14,3 +17,7 @@ def tenferro_register(registry) -> None:
             registry.add_rule("jvp", name, fn)
         for name, fn in table.TRANSPOSE.items():
             registry.add_rule("transpose", name, fn)
+    registry.add_op(stop_gradient_p)
+    registry.add_rule("jvp", stop_gradient_p, _stop_gradient_jvp)
+    registry.add_op(custom_vjp_lin_p)
+    registry.add_rule("transpose", custom_vjp_lin_p, _lin_transpose)

@@ -1,17 +1,17 @@
-"""tenferro_runtime: Runtime, Tensor, dispatch and the Array API namespace."""
+"""tenferro_runtime: Runtime, Tensor, dispatch, tracing and the Array API namespace."""
 
 from __future__ import annotations
 
-from . import (
-    array_api,  # noqa: E402,I001  (after Tensor: the namespace builds on it)
-    lax,
-)
+from . import array_api, lax, pytree  # noqa: I001  (the namespace needs Tensor, imported through it)
 from .dispatch import bind, eager
+from .graph import Graph, eval_graph, trace
 from .runtime import Device, Runtime, default_device, default_runtime, reset_default_runtime, use_runtime
 from .tensor import Tensor
+from .tracing import Trace, Tracer
 
 __version__ = "0.1.0"
 __all__ = [
-    "Device", "Runtime", "Tensor", "array_api", "bind", "default_device", "default_runtime",
-    "eager", "lax", "reset_default_runtime", "use_runtime",
+    "Device", "Graph", "Runtime", "Tensor", "Trace", "Tracer", "array_api", "bind",
+    "default_device", "default_runtime", "eager", "eval_graph", "lax", "pytree",
+    "reset_default_runtime", "trace", "use_runtime",
 ]

@@ -15,15 +15,28 @@ from tenferro_core.primitive import Primitive
 
 from .tensor import Tensor
 
-# Active transformations, innermost last (tracing, AD). Empty means eager.
+# Active transformations, innermost last (tracing, AD); see tracing.py. Active
+# gradient tapes are on TRACE_STACK too (so the short paths step aside) and in TAPES.
 TRACE_STACK: list[Any] = []
+TAPES: list[Any] = []
 
 
 def bind(prim: Primitive, args: tuple, params: dict) -> Any:
-    """Apply `prim` to `args` under the innermost active transformation, or eagerly."""
+    """Apply `prim` under the highest-level transformation among its operands, or eagerly.
+
+    Tapes (`TAPES`) watch eager calls: they see every primitive that ran eagerly.
+    """
     if TRACE_STACK:
-        return TRACE_STACK[-1].process(prim, args, params)
-    return eager(prim, args, params)
+        from .tracing import top_trace
+
+        trace = top_trace(args)
+        if trace is not None:
+            return trace.process(prim, args, params)
+    out = eager(prim, args, params)
+    if TAPES:
+        for tape in TAPES:
+            tape.record(prim, args, params, out)
+    return out
 
 
 def _not_tensor(prim: Primitive, args: tuple) -> ArgumentError:

@@ -1,0 +1,292 @@
+"""The transformations: jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian.
+
+Forward mode runs the JVP trace. Reverse mode is linearize + transpose: the JVP
+trace runs with tangents that are tracers of a Graph trace one level below, so
+the tangent computation is recorded as a linear Graph (primal values enter it as
+constants) and `transpose.backward_pass` runs it backwards. Everything binds
+primitives, so every transformation nests with every other.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
+from tenferro_runtime import array_api as xp
+from tenferro_runtime.graph import Graph, GraphTrace, eval_graph
+from tenferro_runtime.pytree import tree_flatten, tree_unflatten
+from tenferro_runtime.tensor import Tensor
+from tenferro_runtime.tracing import new_trace
+
+from .ad_util import instantiate, is_zero
+from .jvp import JVPTrace, JVPTracer
+from .transpose import backward_pass
+
+
+def _as_tensor(x: Any, what: str) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (float, complex, int)) and not isinstance(x, bool):
+        return xp.asarray(x)
+    raise ArgumentError(f"{what} must be a tenferro Tensor (or a Python number), got {type(x).__name__}")
+
+
+def _tensor_leaves(tree: Any, what: str) -> tuple[list[Tensor], Any]:
+    leaves, td = tree_flatten(tree)
+    return [_as_tensor(x, what) for x in leaves], td
+
+
+def _check_tangent(p: Tensor, t: Any, i: int) -> Any:
+    if is_zero(t):
+        return t
+    t = _as_tensor(t, "tangent")
+    if t.shape != p.shape or t.dtype is not p.dtype:
+        raise ShapeError(
+            f"jvp: tangent {i} must match its primal ({p.dtype}{list(p.shape)}), got "
+            f"{t.dtype}{list(t.shape)}"
+        )
+    return t
+
+
+def _jvp_flat(fn: Callable, primals: list[Tensor], tangents: list[Any]) -> tuple[list, list]:
+    with new_trace(JVPTrace()) as jt:
+        outs = fn([jt.tracer(p, t) for p, t in zip(primals, tangents)])
+        pairs = [jt.unpack(_as_tensor(o, "an output of the differentiated function")) for o in outs]
+    return [p for p, _ in pairs], [t for _, t in pairs]
+
+
+def jvp(fn: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    """(fn(*primals), J·tangents); primals and tangents are matching pytrees."""
+    p_leaves, in_tree = _tensor_leaves(tuple(primals), "a primal")
+    t_leaves, t_tree = tree_flatten(tuple(tangents))
+    if t_tree != in_tree:
+        raise ArgumentError(f"jvp: tangents must have the structure of the primals ({in_tree}), got {t_tree}")
+    t_leaves = [_check_tangent(p, t, i) for i, (p, t) in enumerate(zip(p_leaves, t_leaves))]
+    out_tree: list[Any] = []
+
+    def flat(ins):
+        out = fn(*tree_unflatten(in_tree, ins))
+        leaves, td = tree_flatten(out)
+        out_tree.append(td)
+        return leaves
+
+    po, to = _jvp_flat(flat, p_leaves, t_leaves)
+    return tree_unflatten(out_tree[0], po), tree_unflatten(out_tree[0], [instantiate(t) for t in to])
+
+
+def _linearize_flat(fn: Callable, primals: list[Tensor]) -> tuple[list, Graph]:
+    with new_trace(GraphTrace()) as gt:
+        tangents = [gt.new_input(p._aval) for p in primals]
+        primal_out, tangent_out = _jvp_flat(fn, primals, tangents)
+        gt.graph.outputs = [t if is_zero(t) else gt.to_var(t) for t in tangent_out]
+    return primal_out, gt.graph
+
+
+def linearize(fn: Callable, *primals: Any) -> tuple[Any, Callable]:
+    """(fn(*primals), f_jvp) where f_jvp(*tangents) is the linear map, as a recorded Graph."""
+    p_leaves, in_tree = _tensor_leaves(primals, "a primal")
+    out_tree: list[Any] = []
+
+    def flat(ins):
+        leaves, td = tree_flatten(fn(*tree_unflatten(in_tree, ins)))
+        out_tree.append(td)
+        return leaves
+
+    primal_out, graph = _linearize_flat(flat, p_leaves)
+
+    def f_jvp(*tangents: Any) -> Any:
+        t_leaves, t_tree = tree_flatten(tangents)
+        if t_tree != in_tree:
+            raise ArgumentError(f"linearized function expects tangents shaped like {in_tree}, got {t_tree}")
+        t_leaves = [_check_tangent(p, t, i) for i, (p, t) in enumerate(zip(p_leaves, t_leaves))]
+        outs = eval_graph(graph, *[instantiate(t) for t in t_leaves])
+        return tree_unflatten(out_tree[0], [instantiate(o) for o in outs])
+
+    f_jvp.graph = graph
+    return tree_unflatten(out_tree[0], primal_out), f_jvp
+
+
+def _vjp_flat(fn: Callable, primals: list[Tensor]) -> tuple[list, Callable]:
+    primal_out, graph = _linearize_flat(fn, primals)
+
+    def vjp_flat(cts: list[Any]) -> list[Any]:
+        return [instantiate(c) for c in backward_pass(graph, cts)]
+
+    return primal_out, vjp_flat
+
+
+def vjp(fn: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+    """(fn(*primals), vjp_fn[, aux]) with vjp_fn(cotangents) -> cotangents of the primals."""
+    p_leaves, in_tree = _tensor_leaves(primals, "a primal")
+    out_info: list[Any] = []
+
+    def flat(ins):
+        out = fn(*tree_unflatten(in_tree, ins))
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise ArgumentError("with has_aux=True the function must return a pair (output, aux)")
+            out, aux = out
+            out_info.append(aux)
+        leaves, td = tree_flatten(out)
+        out_info.insert(0, td)
+        return leaves
+
+    primal_out, vjp_flat = _vjp_flat(flat, p_leaves)
+    out_tree = out_info[0]
+
+    def vjp_fn(cts: Any) -> Any:
+        ct_leaves, ct_tree = tree_flatten(cts)
+        if ct_tree != out_tree:
+            raise ArgumentError(
+                f"vjp: cotangents must have the structure of the outputs ({out_tree}), got {ct_tree}"
+            )
+        checked = []
+        for i, (o, c) in enumerate(zip(primal_out, ct_leaves)):
+            c = _as_tensor(c, "a cotangent")
+            if c.shape != o.shape or c.dtype is not o.dtype:
+                raise ShapeError(
+                    f"vjp: cotangent {i} must match its output ({o.dtype}{list(o.shape)}), got "
+                    f"{c.dtype}{list(c.shape)}"
+                )
+            checked.append(c)
+        return tree_unflatten(in_tree, vjp_flat(checked))
+
+    out = tree_unflatten(out_tree, primal_out)
+    if not has_aux:
+        return out, vjp_fn
+    aux_leaves, aux_tree = tree_flatten(out_info[1])
+    return out, vjp_fn, tree_unflatten(aux_tree, [_primal_of(a) for a in aux_leaves])
+
+
+def _primal_of(x: Any) -> Any:
+    """The primal value of an auxiliary output computed under a finished JVP trace."""
+    while isinstance(x, JVPTracer) and not x._trace.active:
+        x = x.primal
+    return x
+
+
+def _argnums(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for a in nums:
+        if not isinstance(a, int) or not -nargs <= a < nargs:
+            raise ArgumentError(
+                f"{name}: argnums {argnums!r} is out of range for a call with {nargs} positional "
+                f"argument(s); expected ints in [{-nargs}, {nargs})"
+            )
+    return tuple(operator.index(a) % nargs for a in nums)
+
+
+def _check_differentiable(tree: Any, argnum: int, name: str) -> None:
+    for leaf in tree_flatten(tree)[0]:
+        t = _as_tensor(leaf, f"{name}: argument {argnum}")
+        if t.dtype.kind not in "fc":
+            raise DTypeError(
+                f"{name}: argument {argnum} has dtype {t.dtype}; gradients are defined for floating "
+                f"and complex inputs only; convert it with astype(x, float64) or pass it as a "
+                f"non-differentiated argument (argnums)"
+            )
+
+
+def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """A function returning (fn(*args), gradient of fn with respect to args[argnums])."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        nums = _argnums(argnums, len(args), "grad")
+        for a in nums:
+            _check_differentiable(args[a], a, "grad")
+
+        def partial(*diff: Any) -> Any:
+            full = list(args)
+            for a, d in zip(nums, diff):
+                full[a] = d
+            return fn(*full, **kwargs)
+
+        res = vjp(partial, *[args[a] for a in nums], has_aux=has_aux)
+        out, vjp_fn = res[0], res[1]
+        if not isinstance(out, Tensor) or out.shape != () or out.dtype.kind not in "f":
+            got = f"{out.dtype}{list(out.shape)}" if isinstance(out, Tensor) else type(out).__name__
+            raise ShapeError(
+                f"grad needs a function returning a real scalar (0-d floating tensor), got {got}; "
+                f"reduce it (e.g. sum) or use vjp/jacrev"
+            )
+        g = vjp_fn(xp.ones_like(out))
+        g = g[0] if isinstance(argnums, int) else g
+        return ((out, res[2]) if has_aux else out), g
+
+    return wrapped
+
+
+def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The gradient of a real-scalar function with respect to args[argnums]."""
+    vg = value_and_grad(fn, argnums, has_aux)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        out, g = vg(*args, **kwargs)
+        return (g, out[1]) if has_aux else g
+
+    return wrapped
+
+
+def _basis(x: Tensor, i: int) -> Tensor:
+    flat = xp.zeros((x.size,), dtype=x.dtype, device=x.device)
+    flat[i] = 1
+    return xp.reshape(flat, x.shape)
+
+
+def _stack_jac(cols: list[Tensor], out_shape: tuple, in_shape: tuple, out_first: bool) -> Tensor:
+    if not cols:
+        return xp.zeros(out_shape + in_shape)
+    st = xp.stack(cols, axis=-1 if out_first else 0)
+    return xp.reshape(st, out_shape + in_shape)
+
+
+def jacfwd(fn: Callable, argnums: int = 0) -> Callable:
+    """The Jacobian by forward mode: one jvp per input element; shape out.shape + in.shape."""
+
+    def wrapped(*args: Any) -> Any:
+        (a,) = _argnums(argnums, len(args), "jacfwd")
+        x = _as_tensor(args[a], "jacfwd input")
+        _check_differentiable(x, a, "jacfwd")
+
+        def f(xi: Tensor) -> Any:
+            full = list(args)
+            full[a] = xi
+            return fn(*full)
+
+        out = None
+        cols = []
+        for i in range(x.size):
+            out, t = jvp(f, (x,), (_basis(x, i),))
+            cols.append(t)
+        if out is None:
+            out = f(x)
+        return _stack_jac(cols, out.shape, x.shape, out_first=True)
+
+    return wrapped
+
+
+def jacrev(fn: Callable, argnums: int = 0) -> Callable:
+    """The Jacobian by reverse mode: one vjp per output element; shape out.shape + in.shape."""
+
+    def wrapped(*args: Any) -> Any:
+        (a,) = _argnums(argnums, len(args), "jacrev")
+        x = _as_tensor(args[a], "jacrev input")
+        _check_differentiable(x, a, "jacrev")
+
+        def f(xi: Tensor) -> Any:
+            full = list(args)
+            full[a] = xi
+            return fn(*full)
+
+        out, vjp_fn = vjp(f, x)
+        rows = [vjp_fn(_basis(out, j))[0] for j in range(out.size)]
+        return _stack_jac(rows, out.shape, x.shape, out_first=False)
+
+    return wrapped
+
+
+def hessian(fn: Callable, argnums: int = 0) -> Callable:
+    """jacfwd(jacrev(fn))."""
+    return jacfwd(jacrev(fn, argnums), argnums)

@@ -1,0 +1,145 @@
+"""`custom_jvp` and `custom_vjp`: functions with user-written derivative rules."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from tenferro_core.errors import ArgumentError, MissingRuleError, ShapeError
+from tenferro_core.extension import define_op
+from tenferro_core.params import p_any
+from tenferro_runtime.pytree import tree_flatten, tree_unflatten
+from tenferro_runtime.tracing import top_trace
+
+from .ad_util import Zero, instantiate, is_zero
+from .jvp import JVPTrace
+
+
+def _jvp_trace(leaves: list[Any]) -> JVPTrace | None:
+    top = top_trace(tuple(leaves))
+    return top if isinstance(top, JVPTrace) else None
+
+
+class custom_jvp:  # noqa: N801  (used as a decorator, like functools.partial)
+    """Decorate `fun`; give its JVP with `@fun.defjvp`: ``jvp(primals, tangents) -> (out, t_out)``."""
+
+    def __init__(self, fun: Callable):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.jvp: Callable | None = None
+
+    def defjvp(self, jvp: Callable) -> Callable:
+        self.jvp = jvp
+        return jvp
+
+    def __call__(self, *args: Any) -> Any:
+        if self.jvp is None:
+            raise MissingRuleError(
+                f"custom_jvp function {self.fun.__name__!r} has no rule; add one with @f.defjvp"
+            )
+        leaves, in_tree = tree_flatten(args)
+        trace = _jvp_trace(leaves)
+        if trace is None:
+            return self.fun(*args)
+        primals, tangents = zip(*[trace.unpack(x) for x in leaves])
+        out, t_out = self.jvp(tree_unflatten(in_tree, primals),
+                              tree_unflatten(in_tree, [instantiate(t) for t in tangents]))
+        o_leaves, o_tree = tree_flatten(out)
+        t_leaves, t_tree = tree_flatten(t_out)
+        if o_tree != t_tree:
+            raise ArgumentError(
+                f"custom_jvp rule of {self.fun.__name__!r} must return (output, tangent) of one "
+                f"structure, got {o_tree} and {t_tree}"
+            )
+        return tree_unflatten(o_tree, [trace.tracer(p, t) for p, t in zip(o_leaves, t_leaves)])
+
+
+class _Residuals:
+    """Residuals of a custom_vjp forward pass, hashed by identity (they are a primitive param)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+def _lin_rule(*tangent_avals, bwd, residuals, out_avals, in_tree, out_tree, name):
+    return tuple((a.shape, a.dtype) for a in out_avals)
+
+
+def _lin_forward(*tangents, bwd, residuals, out_avals, in_tree, out_tree, name):
+    raise MissingRuleError(
+        f"custom_vjp function {name!r} supports reverse mode only (vjp, grad, jacrev); for forward "
+        f"mode (jvp, jacfwd) define it with custom_jvp"
+    )
+
+
+_PAYLOAD = {k: (p_any, None) for k in ("bwd", "residuals", "out_avals", "in_tree", "out_tree", "name")}
+custom_vjp_lin_p = define_op(
+    "tenferro_ad.custom_vjp_lin.v1", _lin_rule, payload=_PAYLOAD, nin=None, multiple_results=True,
+    decomposition=_lin_forward, doc="The linear map of a custom_vjp function; its transpose is bwd.",
+)
+
+
+def _lin_transpose(cts, *operands, bwd, residuals, out_avals, in_tree, out_tree, name):
+    cts = [instantiate(c) for c in cts]
+    got = bwd(residuals.value, tree_unflatten(out_tree, cts))
+    if not isinstance(got, tuple):
+        raise ArgumentError(
+            f"custom_vjp backward of {name!r} must return a tuple with one cotangent per positional "
+            f"argument, got {type(got).__name__}"
+        )
+    leaves, tree = tree_flatten(got)
+    if tree != in_tree:
+        raise ArgumentError(
+            f"custom_vjp backward of {name!r} returned cotangents shaped {tree}; expected the "
+            f"structure of the arguments {in_tree}"
+        )
+    out = []
+    for op, ct in zip(operands, leaves):
+        if ct is not None and not is_zero(ct) and ct.shape != op.aval.shape:
+            raise ShapeError(
+                f"custom_vjp backward of {name!r} returned a cotangent of shape {ct.shape} for an "
+                f"argument of shape {op.aval.shape}"
+            )
+        out.append(Zero(op.aval) if ct is None else ct)
+    return tuple(out)
+
+
+class custom_vjp:  # noqa: N801
+    """Decorate `fun`; give ``fwd(*args) -> (out, residuals)`` and ``bwd(residuals, ct) -> tuple``
+    with `fun.defvjp(fwd, bwd)`."""
+
+    def __init__(self, fun: Callable):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.fwd: Callable | None = None
+        self.bwd: Callable | None = None
+
+    def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args: Any) -> Any:
+        if self.fwd is None:
+            raise MissingRuleError(
+                f"custom_vjp function {self.fun.__name__!r} has no rule; call f.defvjp(fwd, bwd)"
+            )
+        leaves, in_tree = tree_flatten(args)
+        trace = _jvp_trace(leaves)
+        if trace is None:
+            return self.fun(*args)
+        primals, tangents = zip(*[trace.unpack(x) for x in leaves])
+        res = self.fwd(*tree_unflatten(in_tree, primals))
+        if not (isinstance(res, tuple) and len(res) == 2):
+            raise ArgumentError(
+                f"custom_vjp forward of {self.fun.__name__!r} must return (output, residuals)"
+            )
+        out, residuals = res
+        o_leaves, o_tree = tree_flatten(out)
+        t_out = custom_vjp_lin_p.bind(
+            *[instantiate(t) for t in tangents], bwd=self.bwd, residuals=_Residuals(residuals),
+            out_avals=tuple(o._aval for o in o_leaves), in_tree=in_tree, out_tree=o_tree,
+            name=self.fun.__name__,
+        )
+        return tree_unflatten(o_tree, [trace.tracer(p, t) for p, t in zip(o_leaves, t_out)])

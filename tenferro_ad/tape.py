@@ -1,0 +1,143 @@
+"""`GradientTape`: eager reverse mode on ordinary tensors, with the same rules.
+
+While a tape is open, every primitive that runs eagerly on a watched tensor (or
+on a value computed from one) is recorded. `gradient` walks the records
+backwards; each record's cotangents come from `vjp` of that one primitive, i.e.
+its jvp rule linearized and transposed. Backward ops run eagerly too, so an
+outer tape records them: nested tapes give higher-order derivatives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from tenferro_core.errors import ArgumentError, DTypeError, TenferroError
+from tenferro_runtime import array_api as xp
+from tenferro_runtime.dispatch import TAPES, TRACE_STACK
+from tenferro_runtime.pytree import tree_flatten, tree_unflatten
+from tenferro_runtime.tensor import Tensor
+from tenferro_runtime.tracing import Trace
+
+from .ad_util import add_tangents, instantiate, is_zero
+from .api import _vjp_flat
+
+
+class _Marker(Trace):
+    """Sits on the trace stack while a tape is open so eager calls take the recording path."""
+
+    def process(self, prim: Any, args: tuple, params: dict) -> Any:  # never the top of any operands
+        raise TenferroError("internal: a tape marker was asked to process a primitive")
+
+
+class GradientTape:
+    """Record eager computations and differentiate them (TensorFlow-style)."""
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = False):
+        self.persistent = persistent
+        self._records: list[tuple[Any, tuple, dict, tuple]] = []
+        self._live: dict[int, Tensor] = {}
+        self._recording = False
+        self._used = False
+        self._marker = _Marker()
+
+    def __enter__(self) -> GradientTape:
+        self._push()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._pop()
+
+    def _push(self) -> None:
+        self._marker.level, self._marker.active = len(TRACE_STACK), True
+        TRACE_STACK.append(self._marker)
+        TAPES.append(self)
+        self._recording = True
+
+    def _pop(self) -> None:
+        if self._recording:
+            TRACE_STACK.remove(self._marker)
+            TAPES.remove(self)
+            self._recording = False
+
+    @contextlib.contextmanager
+    def stop_recording(self) -> Iterator[None]:
+        """Run the block without recording on this tape."""
+        was = self._recording
+        self._pop()
+        try:
+            yield
+        finally:
+            if was:
+                self._push()
+
+    def watch(self, tensor: Any) -> None:
+        """Record computations on `tensor` (a tensor or a pytree of tensors)."""
+        for t in tree_flatten(tensor)[0]:
+            if not isinstance(t, Tensor):
+                raise ArgumentError(f"GradientTape.watch expects tensors, got {type(t).__name__}")
+            if t.dtype.kind not in "fc":
+                raise DTypeError(
+                    f"GradientTape.watch: gradients are defined for floating and complex tensors, "
+                    f"got {t.dtype}"
+                )
+            self._live[id(t)] = t
+
+    def record(self, prim: Any, args: tuple, params: dict, out: Any) -> None:
+        """Called by `bind` for every eager primitive while the tape is open."""
+        if not any(id(a) in self._live for a in args):
+            return
+        outs = out if isinstance(out, tuple) else (out,)
+        if any(id(o) in self._live for o in outs):
+            return  # produced by ops already recorded (a decomposition ran them)
+        self._records.append((prim, args, params, outs))
+        for o in outs:
+            if isinstance(o, Tensor) and o.dtype.kind in "fc":
+                self._live[id(o)] = o
+
+    def gradient(self, target: Any, sources: Any, output_gradients: Any = None) -> Any:
+        """d target / d sources (a tensor or pytree of tensors), shaped like `sources`."""
+        if self._used and not self.persistent:
+            raise TenferroError(
+                "this GradientTape was already used; a non-persistent tape computes one gradient "
+                "and then releases its records; create it with GradientTape(persistent=True) to "
+                "call gradient more than once"
+            )
+        self._used = True
+        t_leaves, _ = tree_flatten(target)
+        s_leaves, s_tree = tree_flatten(sources)
+        for s in s_leaves:
+            if not isinstance(s, Tensor):
+                raise ArgumentError(f"GradientTape.gradient: sources must be tensors, got {type(s).__name__}")
+        if output_gradients is None:
+            seeds = [xp.ones_like(t) for t in t_leaves]
+        else:
+            seeds = tree_flatten(output_gradients)[0]
+            for t, g in zip(t_leaves, seeds):
+                if g.shape != t.shape:
+                    raise ArgumentError(
+                        f"output_gradients entry has shape {g.shape}, its target has shape {t.shape}"
+                    )
+        ct: dict[int, Any] = {}
+        for t, g in zip(t_leaves, seeds):
+            ct[id(t)] = add_tangents(ct[id(t)], g) if id(t) in ct else g
+        with self.stop_recording():
+            for prim, args, params, outs in reversed(self._records):
+                cts = [ct.pop(id(o), None) for o in outs]
+                if all(c is None for c in cts):
+                    continue
+                cts = [xp.zeros_like(o) if c is None else c for o, c in zip(outs, cts)]
+                _, vjp_fn = _vjp_flat(lambda ins, p=prim, k=params: _as_list(p.bind(*ins, **k)), list(args))
+                for a, g in zip(args, vjp_fn(cts)):
+                    if id(a) in self._live and not is_zero(g) and a.dtype.kind in "fc":
+                        ct[id(a)] = add_tangents(ct[id(a)], g) if id(a) in ct else g
+        grads = [instantiate(ct[id(s)]) if id(s) in ct else xp.zeros_like(s) for s in s_leaves]
+        if not self.persistent:
+            self._records.clear()
+            self._live.clear()
+        return tree_unflatten(s_tree, grads)
+
+
+def _as_list(out: Any) -> list:
+    return list(out) if isinstance(out, tuple) else [out]

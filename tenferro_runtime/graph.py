@@ -1,0 +1,203 @@
+"""The traced-program IR: a `Graph` of SSA nodes, `trace(fn, *examples)` and `eval_graph`.
+
+A node is (primitive, input vars, params, output vars, the user's call site).
+Values the traced function captured from outside (tensors, or values of outer
+transformations) are graph constants. Shape and dtype errors surface at trace
+time with the user's file:line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenferro_core.avals import Aval
+from tenferro_core.errors import TenferroError
+
+from .pytree import tree_flatten, tree_unflatten
+from .tensor import Tensor
+from .tracing import Trace, Tracer, new_trace
+
+_OWN = ("tenferro_core", "tenferro_runtime", "tenferro_ad", "tenferro_numpy", "tenferro_einsum",
+        "tenferro_linalg", "tenferro_fft", "tenferro_torch", "contextlib")
+
+
+def user_site() -> str:
+    """file:line of the innermost caller outside tenferro's own packages."""
+    f = sys._getframe(1)
+    while f is not None:
+        mod = f.f_globals.get("__name__", "")
+        if mod.split(".")[0] not in _OWN:
+            return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+        f = f.f_back
+    return "?"
+
+
+def _site_of(tb: Any) -> str:
+    """file:line of the innermost user frame of a traceback."""
+    site = "?"
+    while tb is not None:
+        f = tb.tb_frame
+        if f.f_globals.get("__name__", "").split(".")[0] not in _OWN:
+            site = f"{os.path.basename(f.f_code.co_filename)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return site
+
+
+_ids = itertools.count()
+
+
+class Var:
+    """An SSA value of a graph."""
+
+    __slots__ = ("aval", "id")
+
+    def __init__(self, aval: Aval):
+        self.aval = aval
+        self.id = next(_ids)
+
+    def __repr__(self) -> str:
+        return f"Var({self.id}:{self.aval.str_short()})"
+
+
+@dataclass
+class Node:
+    prim: Any
+    inputs: list[Var]
+    params: dict
+    outputs: list[Var]
+    site: str = "?"
+
+
+@dataclass
+class Graph:
+    """inputs -> nodes -> outputs; `consts` binds the captured values."""
+
+    inputs: list[Var]
+    nodes: list[Node] = field(default_factory=list)
+    outputs: list[Any] = field(default_factory=list)
+    consts: dict[Var, Any] = field(default_factory=dict)
+    out_tree: Any = None
+
+    def __str__(self) -> str:
+        names: dict[int, str] = {}
+
+        def name(v: Any) -> str:
+            if not isinstance(v, Var):
+                return repr(v)
+            if v.id not in names:
+                n, s = len(names), ""
+                while True:
+                    s = chr(ord("a") + n % 26) + s
+                    n = n // 26 - 1
+                    if n < 0:
+                        break
+                names[v.id] = s
+            return names[v.id]
+
+        def decl(v: Var) -> str:
+            return f"{name(v)}:{v.aval.str_short()}"
+
+        ins = " ".join(decl(v) for v in self.inputs)
+        consts = " ".join(decl(v) for v in self.consts)
+        lines = [f"{{ lambda {ins}" + (f" ; consts {consts}" if consts else "") + "."]
+        for n in self.nodes:
+            params = ", ".join(f"{k}={_short(v)}" for k, v in n.params.items() if k != "device")
+            head = n.prim.name + (f"[{params}]" if params else "")
+            outs = " ".join(decl(v) for v in n.outputs)
+            body = f"  {outs} = {head} {' '.join(name(v) for v in n.inputs)}"
+            lines.append(f"{body:<60}  # {n.site}")
+        lines.append(f"  in ({', '.join(name(v) for v in self.outputs)}) }}")
+        return "\n".join(lines)
+
+
+def _short(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+class GraphTracer(Tracer):
+    """A value being traced into a Graph."""
+
+    __slots__ = ("_var",)
+
+
+class GraphTrace(Trace):
+    """Records every primitive applied to its tracers as a node of `graph`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.graph = Graph(inputs=[])
+        self._const_vars: dict[int, tuple[Var, Any]] = {}
+
+    def new_input(self, aval: Aval) -> GraphTracer:
+        v = Var(aval)
+        self.graph.inputs.append(v)
+        return self._tracer(v)
+
+    def _tracer(self, v: Var) -> GraphTracer:
+        t = object.__new__(GraphTracer)
+        t._aval, t._buf, t._trace, t._var = v.aval, None, self, v
+        return t
+
+    def to_var(self, x: Any) -> Var:
+        if isinstance(x, GraphTracer) and x._trace is self:
+            return x._var
+        if not isinstance(x, Tensor):
+            raise TenferroError(f"expected a tensor operand while tracing, got {type(x).__name__}")
+        hit = self._const_vars.get(id(x))
+        if hit is None:
+            v = Var(x._aval)
+            self.graph.consts[v] = x
+            self._const_vars[id(x)] = hit = (v, x)  # keeps x alive so its id stays unique
+        return hit[0]
+
+    def process(self, prim: Any, args: tuple, params: dict) -> Any:
+        site = user_site()
+        try:
+            nparams = prim.check_params(params)
+            avals = tuple(a._aval for a in args)
+            out_avals = prim.abstract_eval(avals, nparams)
+        except TenferroError as err:
+            raise type(err)(f"{err} (at {site})") from None
+        ins = [self.to_var(a) for a in args]
+        outs = [Var(a) for a in out_avals]
+        self.graph.nodes.append(Node(prim, ins, nparams, outs, site))
+        tracers = [self._tracer(v) for v in outs]
+        return tuple(tracers) if prim.multiple_results else tracers[0]
+
+
+def trace(fn: Any, *examples: Any) -> Graph:
+    """Trace `fn` on example tensors (or avals) into a Graph; outputs may be a pytree."""
+    leaves, in_tree = tree_flatten(examples)
+    with new_trace(GraphTrace()) as tr:
+        tracers = [tr.new_input(x._aval if isinstance(x, Tensor) else x) for x in leaves]
+        try:
+            out = fn(*tree_unflatten(in_tree, tracers))
+        except TenferroError as err:
+            if "(at " in str(err):
+                raise
+            raise type(err)(f"{err} (at {_site_of(err.__traceback__)})").with_traceback(
+                err.__traceback__) from None
+        out_leaves, out_tree = tree_flatten(out)
+        tr.graph.outputs = [tr.to_var(o) for o in out_leaves]
+    tr.graph.out_tree = out_tree
+    return tr.graph
+
+
+def eval_graph(graph: Graph, *args: Any) -> list[Any]:
+    """Run a graph's nodes on `args` (under whatever transformations are active)."""
+    if len(args) != len(graph.inputs):
+        raise TenferroError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
+    env: dict[Var, Any] = dict(graph.consts)
+    env.update(zip(graph.inputs, args))
+    for n in graph.nodes:
+        out = n.prim.bind(*[env[v] for v in n.inputs], **n.params)
+        env.update(zip(n.outputs, out if n.prim.multiple_results else (out,)))
+    return [env[v] if isinstance(v, Var) else v for v in graph.outputs]
+
+
+__all__ = ["Graph", "GraphTrace", "GraphTracer", "Node", "Var", "eval_graph", "trace", "user_site"]

@@ -1,0 +1,74 @@
+"""A small pytree utility: nested tuples, lists, dicts (sorted keys) and None."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class TreeDef(NamedTuple):
+    kind: str          # "leaf", "none", "tuple", "list", "dict", "namedtuple"
+    meta: Any          # dict keys or namedtuple type
+    children: tuple
+
+    @property
+    def num_leaves(self) -> int:
+        if self.kind == "leaf":
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+
+LEAF = TreeDef("leaf", None, ())
+
+
+def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
+    """Leaves in order and the structure to rebuild the tree."""
+    leaves: list[Any] = []
+    return leaves, _flatten(tree, leaves)
+
+
+def _flatten(x: Any, leaves: list[Any]) -> TreeDef:
+    if x is None:
+        return TreeDef("none", None, ())
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return TreeDef("namedtuple", type(x), tuple(_flatten(c, leaves) for c in x))
+    if isinstance(x, (tuple, list)):
+        return TreeDef(type(x).__name__, None, tuple(_flatten(c, leaves) for c in x))
+    if isinstance(x, dict):
+        keys = tuple(sorted(x))
+        return TreeDef("dict", keys, tuple(_flatten(x[k], leaves) for k in keys))
+    leaves.append(x)
+    return LEAF
+
+
+def tree_unflatten(treedef: TreeDef, leaves: Any) -> Any:
+    it = iter(leaves)
+    out = _build(treedef, it)
+    return out
+
+
+def _build(td: TreeDef, it: Any) -> Any:
+    if td.kind == "leaf":
+        return next(it)
+    if td.kind == "none":
+        return None
+    kids = [_build(c, it) for c in td.children]
+    if td.kind == "tuple":
+        return tuple(kids)
+    if td.kind == "list":
+        return kids
+    if td.kind == "namedtuple":
+        return td.meta(*kids)
+    return dict(zip(td.meta, kids))
+
+
+def tree_map(fn: Any, tree: Any, *rest: Any) -> Any:
+    leaves, td = tree_flatten(tree)
+    others = [tree_flatten(r)[0] for r in rest]
+    return tree_unflatten(td, [fn(*xs) for xs in zip(leaves, *others)])
+
+
+def tree_leaves(tree: Any) -> list[Any]:
+    return tree_flatten(tree)[0]
+
+
+__all__ = ["TreeDef", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten"]
