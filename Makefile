@@ -35,7 +35,7 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 	touch $@
 
 bench: $(BENCH_STAMP)
-	$(BIN)/python bench/eager_overhead.py
+	cd bench && ../$(BIN)/python eager_overhead.py && ../$(BIN)/python ad_overhead.py
 
 clean:
 	rm -rf $(VENV) .hypothesis

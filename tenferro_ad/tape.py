@@ -16,11 +16,12 @@ from typing import Any
 from tenferro_core.errors import ArgumentError, DTypeError, TenferroError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.dispatch import TAPES, TRACE_STACK
+from tenferro_runtime.graph import Graph, eval_graph, trace
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor
 from tenferro_runtime.tracing import Trace
 
-from .ad_util import add_tangents, instantiate, is_zero
+from .ad_util import add_tangents, instantiate
 from .api import _vjp_flat
 
 
@@ -128,10 +129,12 @@ class GradientTape:
                 if all(c is None for c in cts):
                     continue
                 cts = [xp.zeros_like(o) if c is None else c for o, c in zip(outs, cts)]
-                _, vjp_fn = _vjp_flat(lambda ins, p=prim, k=params: _as_list(p.bind(*ins, **k)), list(args))
-                for a, g in zip(args, vjp_fn(cts)):
-                    if id(a) in self._live and not is_zero(g) and a.dtype.kind in "fc":
-                        ct[id(a)] = add_tangents(ct[id(a)], g) if id(a) in ct else g
+                live = tuple(id(a) in self._live for a in args)
+                graph = _vjp_graph(prim, args, params, outs, live)
+                grads = iter(eval_graph(graph, *args, *cts))
+                for a in (a for a, is_live in zip(args, live) if is_live):
+                    g = next(grads)
+                    ct[id(a)] = add_tangents(ct[id(a)], g) if id(a) in ct else g
         grads = [instantiate(ct[id(s)]) if id(s) in ct else xp.zeros_like(s) for s in s_leaves]
         if not self.persistent:
             self._records.clear()
@@ -141,3 +144,41 @@ class GradientTape:
 
 def _as_list(out: Any) -> list:
     return list(out) if isinstance(out, tuple) else [out]
+
+
+def _vjp_graph(prim: Any, args: tuple, params: dict, outs: tuple, live: tuple) -> Graph:
+    """The traced VJP of one primitive call: (*operands, *output cotangents) -> cotangents of
+    the `live` operands (the others are held fixed).
+
+    Tracing `vjp` itself (linearize, then transpose) records the residual computations
+    and the transposed linear ops as one Graph, cached per signature in the runtime, so
+    a tape's backward pass is a plain graph evaluation per recorded op.
+    """
+    avals = tuple(a._aval for a in args)
+    cache = avals[0].device.runtime.caches.get("tape_vjp", 4096)
+    try:
+        key = (prim, avals, live, *params.items())
+        graph = cache.get(key)
+    except TypeError:
+        key, graph = None, None
+    if graph is not None:
+        cache.hits += 1
+        return graph
+    cache.misses += 1
+    n = len(args)
+
+    def vjp_of_call(*primals_and_cts: Any) -> list:
+        primals, cts = primals_and_cts[:n], primals_and_cts[n:]
+
+        def call(live_ins: list) -> list:
+            it = iter(live_ins)
+            ins = [next(it) if is_live else p for p, is_live in zip(primals, live)]
+            return _as_list(prim.bind(*ins, **params))
+
+        _, vjp_flat = _vjp_flat(call, [p for p, is_live in zip(primals, live) if is_live])
+        return vjp_flat(list(cts))
+
+    graph = trace(vjp_of_call, *avals, *(o._aval for o in outs))
+    if key is not None:
+        cache.put(key, graph)
+    return graph

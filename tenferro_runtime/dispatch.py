@@ -27,9 +27,7 @@ def bind(prim: Primitive, args: tuple, params: dict) -> Any:
     Tapes (`TAPES`) watch eager calls: they see every primitive that ran eagerly.
     """
     if TRACE_STACK:
-        from .tracing import top_trace
-
-        trace = top_trace(args)
+        trace = _tracing.top_trace(args)
         if trace is not None:
             return trace.process(prim, args, params)
     out = eager(prim, args, params)
@@ -183,3 +181,5 @@ def _bind_method(self: Primitive, *args: Any, **params: Any) -> Any:
 
 Primitive._bind = staticmethod(bind)
 Primitive.bind = _bind_method  # the eager fast path skips one call level
+
+from . import tracing as _tracing  # noqa: E402  (tracing builds on this module)

@@ -1,8 +1,13 @@
-"""A small pytree utility: nested tuples, lists, dicts (sorted keys) and None."""
+"""A small pytree utility: nested tuples, lists, dicts (sorted keys), namedtuples and None.
+
+Avals are leaves (they are namedtuples, but describe one array).
+"""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
+
+from tenferro_core.avals import Aval
 
 
 class TreeDef(NamedTuple):
@@ -29,6 +34,9 @@ def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
 def _flatten(x: Any, leaves: list[Any]) -> TreeDef:
     if x is None:
         return TreeDef("none", None, ())
+    if isinstance(x, Aval):
+        leaves.append(x)
+        return LEAF
     if isinstance(x, tuple) and hasattr(x, "_fields"):
         return TreeDef("namedtuple", type(x), tuple(_flatten(c, leaves) for c in x))
     if isinstance(x, (tuple, list)):
