@@ -27,4 +27,4 @@ def test_custom_op_package_installs_and_passes_its_tests(tmp_path):
         capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "5 passed" in out.stdout
+    assert "6 passed" in out.stdout

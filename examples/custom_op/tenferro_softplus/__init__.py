@@ -31,9 +31,15 @@ softplus_p = define_op(
 )
 
 
+def softplus_jvp(primals, tangents):
+    """d softplus(x) = logistic(x) dx; written with primitives, so it differentiates again."""
+    (x,), (t,) = primals, tangents
+    return softplus_p.bind(x), lax.mul(t, lax.logistic(x))
+
+
 def softplus(x: Any) -> Any:
     """softplus of a tensor (or anything `asarray` accepts)."""
     return softplus_p.bind(asarray(x))
 
 
-__all__ = ["softplus", "softplus_p"]
+__all__ = ["softplus", "softplus_jvp", "softplus_p"]

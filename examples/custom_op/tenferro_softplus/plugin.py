@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tenferro_core.plugins import hookimpl
 
-from . import softplus_p
+from . import softplus_jvp, softplus_p
 
 
 def _numpy_softplus(x):
@@ -17,3 +17,4 @@ def _numpy_softplus(x):
 def tenferro_register(registry) -> None:
     registry.add_op(softplus_p)
     registry.add_kernel("numpy", softplus_p, _numpy_softplus)
+    registry.add_rule("jvp", softplus_p, softplus_jvp)
