@@ -242,19 +242,25 @@ def _stack_jac(cols: list[Tensor], out_shape: tuple, in_shape: tuple, out_first:
     return xp.reshape(st, out_shape + in_shape)
 
 
+def _one_argument(fn: Callable, args: tuple, argnums: int, name: str) -> tuple[Tensor, Callable]:
+    """The differentiated argument and fn as a function of it alone."""
+    (a,) = _argnums(argnums, len(args), name)
+    x = _as_tensor(args[a], f"{name} input")
+    _check_differentiable(x, a, name)
+
+    def f(xi: Tensor) -> Any:
+        full = list(args)
+        full[a] = xi
+        return fn(*full)
+
+    return x, f
+
+
 def jacfwd(fn: Callable, argnums: int = 0) -> Callable:
     """The Jacobian by forward mode: one jvp per input element; shape out.shape + in.shape."""
 
     def wrapped(*args: Any) -> Any:
-        (a,) = _argnums(argnums, len(args), "jacfwd")
-        x = _as_tensor(args[a], "jacfwd input")
-        _check_differentiable(x, a, "jacfwd")
-
-        def f(xi: Tensor) -> Any:
-            full = list(args)
-            full[a] = xi
-            return fn(*full)
-
+        x, f = _one_argument(fn, args, argnums, "jacfwd")
         out = None
         cols = []
         for i in range(x.size):
@@ -271,15 +277,7 @@ def jacrev(fn: Callable, argnums: int = 0) -> Callable:
     """The Jacobian by reverse mode: one vjp per output element; shape out.shape + in.shape."""
 
     def wrapped(*args: Any) -> Any:
-        (a,) = _argnums(argnums, len(args), "jacrev")
-        x = _as_tensor(args[a], "jacrev input")
-        _check_differentiable(x, a, "jacrev")
-
-        def f(xi: Tensor) -> Any:
-            full = list(args)
-            full[a] = xi
-            return fn(*full)
-
+        x, f = _one_argument(fn, args, argnums, "jacrev")
         out, vjp_fn = vjp(f, x)
         rows = [vjp_fn(_basis(out, j))[0] for j in range(out.size)]
         return _stack_jac(rows, out.shape, x.shape, out_first=False)
