@@ -8,7 +8,17 @@ the same rules.
 from __future__ import annotations
 
 from .ad_util import UndefinedPrimal, Zero
-from .api import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
+from .api import (
+    grad,
+    hessian,
+    jacfwd,
+    jacrev,
+    jvp,
+    linearize,
+    transpose_graph,
+    value_and_grad,
+    vjp,
+)
 from .custom import custom_jvp, custom_vjp
 from .stop_gradient import stop_gradient
 from .tape import GradientTape
@@ -17,5 +27,5 @@ __version__ = "0.1.0"
 __all__ = [
     "GradientTape", "custom_jvp", "custom_vjp", "UndefinedPrimal", "Zero", "grad", "hessian",
     "jacfwd", "jacrev", "jvp", "linearize",
-    "stop_gradient", "value_and_grad", "vjp",
+    "stop_gradient", "transpose_graph", "value_and_grad", "vjp",
 ]

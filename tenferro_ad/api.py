@@ -15,7 +15,7 @@ from typing import Any
 
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
 from tenferro_runtime import array_api as xp
-from tenferro_runtime.graph import Graph, GraphTrace, eval_graph
+from tenferro_runtime.graph import Graph, GraphTrace, eval_graph, trace
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor
 from tenferro_runtime.tracing import new_trace
@@ -106,6 +106,13 @@ def linearize(fn: Callable, *primals: Any) -> tuple[Any, Callable]:
 
     f_jvp.graph = graph
     return tree_unflatten(out_tree[0], primal_out), f_jvp
+
+
+def transpose_graph(graph: Graph) -> Graph:
+    """The transpose of a linear Graph (e.g. ``linearize(...)[1].graph``) as a Graph:
+    output cotangents -> input cotangents."""
+    avals = [o.aval for o in graph.outputs]
+    return trace(lambda *cts: [instantiate(c) for c in backward_pass(graph, list(cts))], *avals)
 
 
 def _vjp_flat(fn: Callable, primals: list[Tensor]) -> tuple[list, Callable]:

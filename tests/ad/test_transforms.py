@@ -10,7 +10,7 @@ from tenferro_core import define_op
 from tenferro_core.errors import ArgumentError, DTypeError, MissingRuleError, ShapeError, TenferroError
 from tenferro_runtime import Runtime, use_runtime
 from tenferro_runtime import array_api as xp
-from tenferro_runtime.graph import trace
+from tenferro_runtime.graph import eval_graph, trace
 
 RNG = np.random.default_rng(0)
 
@@ -203,6 +203,19 @@ def test_missing_rule_names_the_extension_op():
         x = t([1.0])
         with pytest.raises(MissingRuleError, match=r"mypkg\.twice\.v1.*add_rule"):
             ad.grad(lambda y: xp.sum(op.bind(y)))(x)
+
+
+def test_linearize_and_transpose_are_printable_graph_transforms():
+    x, v, ct = t([0.5, 1.5]), t([1.0, -2.0]), t([3.0, 0.25])
+    f = lambda y: xp.sin(y) * y  # noqa: E731
+    _, f_jvp = ad.linearize(f, x)
+    lin, tr = f_jvp.graph, ad.transpose_graph(f_jvp.graph)
+    assert "mul" in str(lin) and "mul" in str(tr)
+    (back,) = eval_graph(tr, ct)
+    _, vjp_fn = ad.vjp(f, x)
+    np.testing.assert_allclose(back.numpy(), vjp_fn(ct)[0].numpy(), rtol=1e-12)
+    forward = float(xp.sum(ct * f_jvp(v)))
+    assert forward == pytest.approx(float(xp.sum(back * v)), rel=1e-12)
 
 
 def test_trace_prints_graph_with_call_sites():
