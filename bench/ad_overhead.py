@@ -14,11 +14,10 @@ import statistics
 import time
 
 import numpy as np
+from eager_overhead import cpu_name  # noqa: I001  (same folder)
 
 import tenferro_ad as ad
 from tenferro_runtime import array_api as xp
-
-from eager_overhead import cpu_name  # noqa: I001  (same folder)
 
 
 def bench(fn, repeat: int = 7, number: int = 1) -> float:

@@ -175,14 +175,22 @@ def _primal_of(x: Any) -> Any:
 
 
 def _argnums(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, ...]:
-    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if isinstance(argnums, int) and not isinstance(argnums, bool):
+        nums: tuple = (argnums,)
+    elif isinstance(argnums, (tuple, list)):
+        nums = tuple(argnums)
+    else:
+        raise ArgumentError(f"{name}: argnums must be an int or a tuple of ints, got {argnums!r}")
     for a in nums:
-        if not isinstance(a, int) or not -nargs <= a < nargs:
+        if not isinstance(a, int) or isinstance(a, bool) or not -nargs <= a < nargs:
             raise ArgumentError(
                 f"{name}: argnums {argnums!r} is out of range for a call with {nargs} positional "
                 f"argument(s); expected ints in [{-nargs}, {nargs})"
             )
-    return tuple(operator.index(a) % nargs for a in nums)
+    out = tuple(operator.index(a) % nargs for a in nums)
+    if len(set(out)) != len(out):
+        raise ArgumentError(f"{name}: argnums {argnums!r} names an argument twice; list each once")
+    return out
 
 
 def _check_differentiable(tree: Any, argnum: int, name: str) -> None:

@@ -85,6 +85,28 @@ class GradientTape:
                 )
             self._live[id(t)] = t
 
+    def rebind(self, obj: Tensor, new: Tensor) -> None:
+        """`obj` is about to take `new`'s value in place: records that used `obj` keep a
+        snapshot of its old value, and `obj` stands for `new` from now on."""
+        if id(obj) not in self._live and id(new) not in self._live:
+            return
+        old = object.__new__(type(obj))
+        for cls in type(obj).__mro__:
+            for slot in getattr(cls, "__slots__", ()):
+                if slot != "__weakref__":
+                    object.__setattr__(old, slot, getattr(obj, slot))
+        swap = {id(obj): old, id(new): obj}
+
+        def sub(xs: tuple) -> tuple:
+            return tuple(swap.get(id(x), x) for x in xs)
+
+        self._records = [(p, sub(a), k, sub(o)) for p, a, k, o in self._records]
+        was_live, new_live = self._live.pop(id(obj), None), self._live.pop(id(new), None)
+        if was_live is not None:
+            self._live[id(old)] = old
+        if new_live is not None:
+            self._live[id(obj)] = obj
+
     def record(self, prim: Any, args: tuple, params: dict, out: Any) -> None:
         """Called by `bind` for every eager primitive while the tape is open."""
         if not any(id(a) in self._live for a in args):

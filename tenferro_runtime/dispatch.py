@@ -24,16 +24,18 @@ TAPES: list[Any] = []
 def bind(prim: Primitive, args: tuple, params: dict) -> Any:
     """Apply `prim` under the highest-level transformation among its operands, or eagerly.
 
-    Tapes (`TAPES`) watch eager calls: they see every primitive that ran eagerly.
+    Open tapes (`TAPES`) see every call, eager or traced, and record those on values they watch.
     """
     if TRACE_STACK:
         trace = _tracing.top_trace(args)
         if trace is not None:
-            return trace.process(prim, args, params)
+            out = trace.process(prim, args, params)
+            for tape in TAPES:
+                tape.record(prim, args, params, out)
+            return out
     out = eager(prim, args, params)
-    if TAPES:
-        for tape in TAPES:
-            tape.record(prim, args, params, out)
+    for tape in TAPES:
+        tape.record(prim, args, params, out)
     return out
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from tenferro_core import catalog
 from tenferro_core.avals import Aval
-from tenferro_core.errors import DTypeError, ShapeError
+from tenferro_core.errors import DTypeError, ShapeError, TenferroError
 
 
 class Tensor:
@@ -147,8 +147,26 @@ class Tensor:
         return _xp._indexing.getitem(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        new = _xp._indexing.setitem(self, key, value)
-        self._buf, self._aval = new._buf, new._aval
+        self._assign(_xp._indexing.setitem(self, key, value))
+
+    def _assign(self, new: Tensor) -> None:
+        """Make this object hold `new`'s value (in-place operators, item assignment).
+
+        Traced values (tracers) carry more than a buffer, so the object takes over all
+        of `new`'s slots; open tapes are told, so their records keep the old value.
+        """
+        if type(new) is not type(self):
+            raise TenferroError(
+                f"in-place update of a {type(self).__name__} with a {type(new).__name__} value "
+                f"(e.g. assigning a traced value into a concrete tensor) is not supported; "
+                f"compute the result out of place (y = xp.where(mask, value, x))"
+            )
+        for tape in _dispatch.TAPES:
+            tape.rebind(self, new)
+        for cls in type(self).__mro__:
+            for slot in getattr(cls, "__slots__", ()):
+                if slot != "__weakref__":
+                    object.__setattr__(self, slot, getattr(new, slot))
 
     def _inplace(self, fn: Any, other: Any) -> Tensor:
         res = fn(self, other)
@@ -158,7 +176,9 @@ class Tensor:
                 f"to {res.dtype}{list(res.shape)}; in-place operators keep dtype and shape, so use "
                 f"the out-of-place operator"
             )
-        self._buf, self._aval = res._buf, res._aval
+        if type(self) is not Tensor:  # a tracer: `x += y` rebinds the name x to the result
+            return res
+        self._assign(res)
         return self
 
     def __pos__(self) -> Tensor:

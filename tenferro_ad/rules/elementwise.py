@@ -175,15 +175,19 @@ def _rem_jvp(primals, tangents):
 
 
 def _pow_jvp(primals, tangents):
-    """JVP of `pow` (JAX's guards where y == 0 and x == 0)."""
+    """JVP of `pow`, guarded where x == 0 (d/dy) and where x == y == 0 (d/dx)."""
     x, y = primals
     tx, ty = tangents
     out = lax.pow(x, y)
     a = tx
     if not is_zero(tx):
-        zero, one = _const(y, 0), _const(y, 1)
-        dx = lax.mul(y, lax.pow(x, lax.sub(y, one)))
-        a = lax.mul(tx, lax.select(lax.eq(y, zero), zero, dx))
+        # y * x**(y-1) with x**(y-1) taken at x = 1 where x == y == 0: the value there is
+        # 0 (times y), and the expression stays differentiable in y (a select on y == 0
+        # would drop the mixed second derivative).
+        one = _const(y, 1)
+        both_zero = lax.logical_and(lax.eq(x, _const(x, 0)), lax.eq(y, _const(y, 0)))
+        safe_base = lax.select(both_zero, _const(x, 1), x)
+        a = lax.mul(tx, lax.mul(y, lax.pow(safe_base, lax.sub(y, one))))
     b = ty
     if not is_zero(ty):
         safe_x = lax.select(lax.eq(x, _const(x, 0)), _const(x, 1), x)

@@ -32,7 +32,7 @@ from tenferro_core.errors import DTypeError
 
 from .. import lax
 from ..tensor import Tensor
-from ._helpers import _INT_RANGE, check_tensor, elementwise_operands
+from ._helpers import _INT_RANGE, check_tensor, elementwise_operands, fresh
 
 # ---------------------------------------------------------------- helpers
 
@@ -78,11 +78,6 @@ def float_operands(name: str, x1: Any, x2: Any, real: bool = False) -> list:
 def full_like_t(x: Any, value: Any, dtype: D.DType | None = None) -> Any:
     """A tensor of x's shape (and dtype) filled with a Python scalar."""
     return lax.full(shape=x.shape, fill_value=value, dtype=dtype or x.dtype, device=x.device)
-
-
-def fresh(x: Any) -> Any:
-    """A new Tensor object over x's (immutable) buffer; tracers pass through."""
-    return Tensor._new(x._buf, x._aval) if type(x) is Tensor else x
 
 
 def _truth(x: Any) -> Any:

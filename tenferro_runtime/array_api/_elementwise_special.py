@@ -29,8 +29,15 @@ from tenferro_core.errors import DTypeError
 
 from .. import lax
 from ..tensor import Tensor
-from ._elementwise import dtype_of, float_operands, fresh, full_like_t, to_inexact
-from ._helpers import _INT_RANGE, broadcast_shapes, broadcast_to, check_tensor, elementwise_operands
+from ._elementwise import dtype_of, float_operands, full_like_t, to_inexact
+from ._helpers import (
+    _INT_RANGE,
+    broadcast_shapes,
+    broadcast_to,
+    check_tensor,
+    elementwise_operands,
+    fresh,
+)
 
 _INT_OF = {16: D.int16, 32: D.int32, 64: D.int64}
 _UINT_OF = {16: D.uint16, 32: D.uint32, 64: D.uint64}

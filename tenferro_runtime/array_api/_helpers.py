@@ -12,16 +12,30 @@ from typing import Any
 
 import numpy as np
 
+from tenferro_core import catalog
 from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeError
 
 from .. import lax
+from ..dispatch import TAPES
 from ..runtime import Device, default_runtime
 from ..tensor import Tensor
 
 SCALAR_TYPES = (bool, int, float, complex)
 
 _INT_RANGE = {d: (np.iinfo(d.numpy).min, np.iinfo(d.numpy).max) for d in D.INTEGER}
+
+
+def fresh(x: Any) -> Any:
+    """A new Tensor object over x's (immutable) buffer, so a later in-place update of x
+    never shows through the result; tracers pass through. Open tapes record the identity
+    edge (as a `copy`), so gradients flow through it."""
+    if type(x) is not Tensor:
+        return x
+    new = Tensor._new(x._buf, x._aval)
+    for tape in TAPES:
+        tape.record(catalog.copy, (x,), {}, new)
+    return new
 
 
 def is_scalar(x: Any) -> bool:

@@ -33,6 +33,7 @@ from ._helpers import (
     check_scalar_fits,
     check_tensor,
     convert,
+    fresh,
     full,
     iota,
     is_scalar,
@@ -48,11 +49,6 @@ _ERR_KIND = (
 
 
 # ---- small helpers ---------------------------------------------------------
-def _fresh(x: Tensor) -> Tensor:
-    """A new Tensor object sharing x's buffer (so rebinding x never changes the result)."""
-    return Tensor._new(x._buf, x._aval) if type(x) is Tensor else x
-
-
 def _host(t: Tensor) -> np.ndarray | None:
     """The values of an eager tensor, None for abstract (traced) ones."""
     return t.numpy() if type(t) is Tensor and t._buf is not None else None
@@ -349,7 +345,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     perm, out = plan.layout()
     if perm != tuple(range(len(perm))):
         y = lax.transpose(reshape(y, plan.gathered_shape()), permutation=perm)
-    return _fresh(reshape(y, out))
+    return fresh(reshape(y, out))
 
 
 # ---- setitem -----------------------------------------------------------------
@@ -404,7 +400,7 @@ def _write_box(x: Tensor, slices: list, box: Tensor) -> Tensor:
         box = lax.reverse(box, dimensions=rev)
     spans = [(0, n, 1) if s is None else s[:3] for s, n in zip(slices, x.shape)]
     if all(sp == (0, n, 1) for sp, n in zip(spans, x.shape)):
-        return _fresh(box)
+        return fresh(box)
     dev = x.device
     if all(st == 1 for _, _, st in spans):
         starts = [full((), lo, _IDX, dev) for lo, _, _ in spans]

@@ -12,10 +12,18 @@ from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeErro
 
 from .. import lax
 from ..tensor import Tensor
-from ._helpers import broadcast_shapes, check_tensor, full, normalize_axes, normalize_axis, promote
+from ._helpers import (
+    broadcast_shapes,
+    check_tensor,
+    fresh,
+    full,
+    normalize_axes,
+    normalize_axis,
+    promote,
+)
 from ._helpers import broadcast_to as _broadcast_to
 from ._helpers import reshape as _reshape
-from ._indexing import _fresh, gather_axis
+from ._indexing import gather_axis
 
 
 def _ints(name: str, value: Any, what: str) -> tuple[int, ...]:
@@ -58,7 +66,7 @@ def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
     if not arrays:
         return []
     shape = broadcast_shapes(*(a.shape for a in arrays))
-    return [_fresh(_broadcast_to(a, shape)) for a in arrays]
+    return [fresh(_broadcast_to(a, shape)) for a in arrays]
 
 
 def broadcast_to(x: Tensor, /, shape: Sequence[int]) -> Tensor:
@@ -67,7 +75,7 @@ def broadcast_to(x: Tensor, /, shape: Sequence[int]) -> Tensor:
     shape = _ints("broadcast_to", shape, "shape")
     if any(n < 0 for n in shape):
         raise ShapeError(f"broadcast_to: shape entries must be non-negative, got {shape}")
-    return _fresh(_broadcast_to(x, shape))
+    return fresh(_broadcast_to(x, shape))
 
 
 # ---- joining and splitting -----------------------------------------------------
@@ -91,7 +99,7 @@ def concat(arrays: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
                 f"concat: shapes must match except along axis {axis}, got "
                 f"{[t.shape for t in ts]}"
             )
-    return _fresh(ts[0]) if len(ts) == 1 else lax.concatenate(*ts, dimension=ax)
+    return fresh(ts[0]) if len(ts) == 1 else lax.concatenate(*ts, dimension=ax)
 
 
 def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
@@ -103,7 +111,7 @@ def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
     ax = normalize_axis("stack", axis, len(shape) + 1)
     new = shape[:ax] + (1,) + shape[ax:]
     ts = [_reshape(t, new) for t in ts]
-    return _fresh(ts[0]) if len(ts) == 1 else lax.concatenate(*ts, dimension=ax)
+    return fresh(ts[0]) if len(ts) == 1 else lax.concatenate(*ts, dimension=ax)
 
 
 def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
@@ -129,7 +137,7 @@ def expand_dims(x: Tensor, /, axis: int | tuple[int, ...] = 0) -> Tensor:
     shape = list(x.shape)
     for p in pos:
         shape.insert(p, 1)
-    return _fresh(_reshape(x, shape))
+    return fresh(_reshape(x, shape))
 
 
 def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
@@ -141,7 +149,7 @@ def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
             raise ShapeError(
                 f"squeeze: axis {a} has size {x.shape[a]}; only size-1 axes can be removed"
             )
-    return _fresh(_reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in axes)))
+    return fresh(_reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in axes)))
 
 
 def reshape(x: Tensor, /, shape: Sequence[int], *, copy: bool | None = None) -> Tensor:
@@ -167,7 +175,7 @@ def reshape(x: Tensor, /, shape: Sequence[int], *, copy: bool | None = None) -> 
     if copy not in (None, True, False):
         raise ArgumentError(f"reshape: copy must be None, True or False, got {copy!r}")
     out = _reshape(x, shape)
-    return lax.copy(out) if copy else _fresh(out)
+    return lax.copy(out) if copy else fresh(out)
 
 
 def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
@@ -181,7 +189,7 @@ def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
     perm = tuple(normalize_axis("permute_dims", a, x.ndim) for a in axes)
     if len(set(perm)) != len(perm):
         raise AxisError(f"permute_dims: axes {axes} has repeated entries")
-    return _fresh(_transpose(x, perm))
+    return fresh(_transpose(x, perm))
 
 
 def moveaxis(x: Tensor, source: int | tuple[int, ...], destination: int | tuple[int, ...], /
@@ -201,7 +209,7 @@ def moveaxis(x: Tensor, source: int | tuple[int, ...], destination: int | tuple[
     order = [a for a in range(x.ndim) if a not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return _fresh(_transpose(x, order))
+    return fresh(_transpose(x, order))
 
 
 # ---- reordering and repetition --------------------------------------------------------
@@ -209,7 +217,7 @@ def flip(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None) -> Tensor:
     """Reverse the order of elements along `axis` (all axes when None)."""
     check_tensor("flip", x)
     axes = normalize_axes("flip", axis, x.ndim)
-    return lax.reverse(x, dimensions=axes) if axes else _fresh(x)
+    return lax.reverse(x, dimensions=axes) if axes else fresh(x)
 
 
 def _roll_axis(x: Tensor, shift: int, ax: int) -> Tensor:
@@ -234,7 +242,7 @@ def roll(x: Tensor, /, shift: int | tuple[int, ...], *,
         if len(shifts) != 1:
             raise ArgumentError(f"roll: with axis=None, shift must be one int, got {shift!r}")
         flat = _reshape(x, (x.size,))
-        return _fresh(_reshape(_roll_axis(flat, shifts[0], 0), x.shape))
+        return fresh(_reshape(_roll_axis(flat, shifts[0], 0), x.shape))
     axes = _ints("roll", axis, "axis")
     if len(shifts) == 1 and len(axes) > 1 and not isinstance(shift, (tuple, list)):
         shifts = shifts * len(axes)
@@ -246,7 +254,7 @@ def roll(x: Tensor, /, shift: int | tuple[int, ...], *,
         total[a] = total.get(a, 0) + s
     for a, s in total.items():
         x = _roll_axis(x, s, a)
-    return _fresh(x)
+    return fresh(x)
 
 
 def _nonneg(name: str, reps: tuple[int, ...], what: str) -> None:

@@ -6,10 +6,8 @@ eager ``GradientTape`` must both give torch's gradients for every parameter (inp
 included, as parameters), batch 1 and larger. torch is a pinned test dependency and is
 imported lazily (inside the helpers), so collecting this module stays cheap.
 
-The eager tape loses derivatives through the namespace functions that return a fresh
-Tensor object without binding a primitive (FRESH_BUG), so the tape is also run on a
-"tape-safe" spelling of the models that need one; the natural spelling is an xfail.
-In-place updates under grad/jvp/tape are an xfail too (INPLACE_BUG).
+The tape also runs on a second spelling of some models (lax.reshape/lax.slice instead of
+namespace reshape/indexing). In-place updates under grad/jvp/tape are checked too.
 
 The last section feeds bad input through grad / vjp / jvp / the tape (the cases
 ``test_transforms.py`` does not already cover).
@@ -246,13 +244,6 @@ MODELS = [
     Model("conv2d", conv_tf, conv_torch, conv_inputs, conv_tape_tf),
 ]
 MODEL_IDS = [m.name for m in MODELS]
-FRESH_BUG = (
-    "GradientTape loses the derivative through namespace functions that return "
-    "array_api._indexing._fresh(...) / _elementwise.fresh(...) (reshape, squeeze, permute_dims, "
-    "broadcast_to, every __getitem__, positive, ...): the new Tensor object is made with "
-    "Tensor._new, without bind, so the tape (which tracks values by id) never links it to its "
-    "source and the gradient through it is silently 0"
-)
 
 
 def _to_tf(tree: dict) -> dict:
@@ -317,13 +308,10 @@ def test_tape_matches_torch(model, seed, batch):
     _check_tape(model, model.tape_tf or model.tf, *_inputs(model, seed, batch, tape_spelling=True))
 
 
-@pytest.mark.parametrize("model", [
-    m if m.tape_tf is None else pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=FRESH_BUG))
-    for m in MODELS
-], ids=MODEL_IDS)
+@pytest.mark.parametrize("model", MODELS, ids=MODEL_IDS)
 @pytest.mark.parametrize("batch", [1, 3])
 def test_tape_matches_torch_natural_spelling(model, batch):
-    """The eager tape on the same code the traced grad runs (fixed seeds: some are xfail)."""
+    """The eager tape on the same code the traced grad runs."""
     _check_tape(model, model.tf, *_inputs(model, 7, batch))
 
 
@@ -342,7 +330,6 @@ FRESH_OPS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason=FRESH_BUG)
 @pytest.mark.parametrize("op", list(FRESH_OPS))
 def test_tape_keeps_derivative_through_fresh_tensors(op):
     x = xp.asarray(np.arange(1.0, 7.0).reshape(2, 3))
@@ -370,12 +357,6 @@ def test_tape_through_lax_layout_primitives():
     np.testing.assert_allclose(tape.gradient(y, x).numpy(), ad.grad(f)(x).numpy(), rtol=1e-14)
 
 
-INPLACE_BUG = (
-    "Tensor._inplace / Tensor.__setitem__ rebind _buf/_aval of the Tensor object; a Tracer's value "
-    "lives in other slots (JVPTracer.primal/tangent, the graph var), so under grad/jvp/trace the "
-    "in-place update is silently dropped (wrong value and derivative), and the tape keeps mapping "
-    "the object's id to the value it had before the update"
-)
 
 
 def _inplace_add(v):
@@ -390,7 +371,6 @@ def _inplace_setitem(v):
     return xp.sum(y * y)  # 10 sum(v[1]**2)
 
 
-@pytest.mark.xfail(strict=True, reason=INPLACE_BUG)
 @pytest.mark.parametrize("how", ["grad", "jvp", "tape"])
 @pytest.mark.parametrize("fn", [_inplace_add, _inplace_setitem], ids=["iadd", "setitem"])
 def test_inplace_updates_are_differentiated(fn, how):
@@ -502,10 +482,6 @@ def test_argnums_negative_tuple_and_out_of_range():
     np.testing.assert_allclose(ad.jacrev(f, argnums=-1)(a, b, c).numpy(), (a * b * b).numpy())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "api._argnums does tuple(argnums) on anything that is not an int, so a float or None "
-    "argnums escapes as a bare TypeError ('float' object is not iterable) instead of the "
-    "ArgumentError naming argnums"))
 @pytest.mark.parametrize("bad", [1.0, None])
 def test_argnums_scalar_non_int_is_an_argument_error(bad):
     x = _f64([1.0, 2.0])
@@ -513,10 +489,6 @@ def test_argnums_scalar_non_int_is_an_argument_error(bad):
         ad.grad(lambda a, b: xp.sum(a * b), argnums=bad)(x, x)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "api.value_and_grad: with repeated argnums (0, 0) `partial` writes both differentiated "
-    "copies into the same position, the later one wins, so the first copy's gradient is "
-    "silently 0; repeated argnums should be an ArgumentError (or each copy get the gradient)"))
 def test_repeated_argnums_are_rejected_or_consistent():
     a, b = _f64([1.0, 2.0]), _f64([3.0, 4.0])
     f = lambda u, v: xp.sum(u * u * v)  # noqa: E731

@@ -15,10 +15,8 @@ The elementwise primitives are bound directly (``lax``), on inputs drawn by hypo
 from each function's domain, kept away from poles, branch points and kinks. The
 structural cases use inputs without ties where ties are non-differentiable.
 
-The functions reshape and slice with `lax.reshape` / `lax.slice` rather than
-`xp.reshape` / indexing: the eager tape loses the derivative through the namespace
-functions that return a fresh Tensor without binding a primitive (an xfail in
-test_against_torch.py); the traced transforms handle both spellings.
+Some functions reshape and slice with `lax.reshape` / `lax.slice`, others through the
+namespace; the tape and the traced transforms handle both spellings.
 """
 
 from __future__ import annotations
@@ -219,7 +217,7 @@ def _pairs(elem_x, elem_y, ok=None):
 BINARY = {
     "mul": (lax.mul, _pairs(fl(-10, 10), fl(-10, 10))),
     "div": (lax.div, _pairs(fl(-10, 10), away_from_zero(0.3, 10))),
-    # y == 0 exactly: see test_pow_mixed_second_derivative_at_zero_exponent (xfail)
+    # y == 0 exactly: see test_pow_mixed_second_derivative_at_zero_exponent
     "pow": (lax.pow, _pairs(fl(GAP, 5), fl(-3, 3).filter(lambda y: y != 0))),
     # atan2(y, x): away from the origin and from the branch cut on the negative x axis
     "atan2": (lax.atan2, _pairs(fl(-5, 5), fl(-5, 5), ok=lambda y, x: math.hypot(x, y) >= 0.3
@@ -468,11 +466,6 @@ def test_grad_inside_tape():
     np.testing.assert_allclose(_np(tape.gradient(s, x)), expected, rtol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a GradientTape opened inside a traced function (grad/jvp/trace) records nothing: "
-    "dispatch.bind calls tape.record only on the eager path, and watch() accepts a Tracer, so "
-    "tape.gradient silently returns zeros; record on the trace path too, or make watch() of a "
-    "Tracer an ArgumentError"))
 def test_tape_inside_grad():
     x = _t([0.4, -0.7, 1.1])
     expected = _np(ad.grad(lambda w: xp.sum(ad.grad(_tanh_cubic)(w)))(x))
@@ -486,12 +479,6 @@ def test_tape_inside_grad():
     np.testing.assert_allclose(_np(ad.grad(tape_grad_sum)(x)), expected, rtol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rules/elementwise._pow_jvp guards d/dx = y * x**(y-1) with select(y == 0, 0, dx) for "
-    "floating y too, so at y == 0 the y-derivative of d/dx (the mixed partial "
-    "x**(y-1) * (1 + y log x) = 1/x) is lost and the Hessian is not symmetric; JAX guards "
-    "only integer y. Suggested: jac = y * pow(safe_x, y - 1) with safe_x = 1 where "
-    "x == 0 and y == 0"))
 @pytest.mark.parametrize("x", [2.0, 0.5])
 def test_pow_mixed_second_derivative_at_zero_exponent(x):
     def F(w):
