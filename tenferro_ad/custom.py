@@ -16,9 +16,15 @@ from .ad_util import Zero, instantiate, is_zero
 from .jvp import JVPTrace
 
 
-def _jvp_trace(leaves: list[Any]) -> JVPTrace | None:
-    top = top_trace(tuple(leaves))
-    return top if isinstance(top, JVPTrace) else None
+def _split_at_jvp_trace(args: tuple) -> tuple | None:
+    """(trace, in_tree, primals, tangents) at the JVP trace of the arguments; None when no
+    JVP trace owns them (then the function just runs)."""
+    leaves, in_tree = tree_flatten(args)
+    trace = top_trace(tuple(leaves))
+    if not isinstance(trace, JVPTrace):
+        return None
+    primals, tangents = zip(*[trace.unpack(x) for x in leaves])
+    return trace, in_tree, primals, tangents
 
 
 class custom_jvp:  # noqa: N801  (used as a decorator, like functools.partial)
@@ -38,11 +44,10 @@ class custom_jvp:  # noqa: N801  (used as a decorator, like functools.partial)
             raise MissingRuleError(
                 f"custom_jvp function {self.fun.__name__!r} has no rule; add one with @f.defjvp"
             )
-        leaves, in_tree = tree_flatten(args)
-        trace = _jvp_trace(leaves)
-        if trace is None:
+        split = _split_at_jvp_trace(args)
+        if split is None:
             return self.fun(*args)
-        primals, tangents = zip(*[trace.unpack(x) for x in leaves])
+        trace, in_tree, primals, tangents = split
         out, t_out = self.jvp(tree_unflatten(in_tree, primals),
                               tree_unflatten(in_tree, [instantiate(t) for t in tangents]))
         o_leaves, o_tree = tree_flatten(out)
@@ -125,11 +130,10 @@ class custom_vjp:  # noqa: N801
             raise MissingRuleError(
                 f"custom_vjp function {self.fun.__name__!r} has no rule; call f.defvjp(fwd, bwd)"
             )
-        leaves, in_tree = tree_flatten(args)
-        trace = _jvp_trace(leaves)
-        if trace is None:
+        split = _split_at_jvp_trace(args)
+        if split is None:
             return self.fun(*args)
-        primals, tangents = zip(*[trace.unpack(x) for x in leaves])
+        trace, in_tree, primals, tangents = split
         res = self.fwd(*tree_unflatten(in_tree, primals))
         if not (isinstance(res, tuple) and len(res) == 2):
             raise ArgumentError(
