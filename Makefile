@@ -35,7 +35,7 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 	touch $@
 
 bench: $(BENCH_STAMP)
-	cd bench && ../$(BIN)/python eager_overhead.py && ../$(BIN)/python ad_overhead.py
+	cd bench && ../$(BIN)/python eager_overhead.py && ../$(BIN)/python ad_overhead.py && ../$(BIN)/python opfamilies.py
 
 clean:
 	rm -rf $(VENV) .hypothesis
