@@ -47,10 +47,10 @@ def main() -> None:
         tts = [torch.from_numpy(a) for a in arrs]
         _, flops = einsum_path(spec, *tfs)
         number = 20 if "matmul" in name else 200
-        t_tf = bench(lambda: einsum(spec, *tfs), number)
-        t_np = bench(lambda: np.einsum(spec, *arrs, optimize=True), number)
-        t_oe = bench(lambda: opt_einsum.contract(spec, *arrs), number)
-        t_to = bench(lambda: torch.einsum(spec, *tts), number)
+        t_tf = bench(lambda s=spec, a=tfs: einsum(s, *a), number)
+        t_np = bench(lambda s=spec, a=arrs: np.einsum(s, *a, optimize=True), number)
+        t_oe = bench(lambda s=spec, a=arrs: opt_einsum.contract(s, *a), number)
+        t_to = bench(lambda s=spec, a=tts: torch.einsum(s, *a), number)
         print(f"{name:<26}{flops:>10.2e}{t_tf * 1e6:>9.1f}us{t_np * 1e6:>9.1f}us{t_oe * 1e6:>9.1f}us"
               f"{t_to * 1e6:>9.1f}us{t_tf / min(t_np, t_oe):>16.2f}")
 
