@@ -56,11 +56,6 @@ def is_undefined(x: Any) -> bool:
     return type(x) is UndefinedPrimal
 
 
-def tangent_aval(aval: Aval) -> Aval:
-    """Tangents of integer and bool values are not defined: they are always Zero."""
-    return aval
-
-
 def zeros(aval: Aval) -> Any:
     """A materialized zero tensor of `aval` (shape, dtype, device)."""
     from tenferro_runtime import lax

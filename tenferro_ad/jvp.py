@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from tenferro_core.errors import MissingRuleError
-from tenferro_runtime.tensor import Tensor
 from tenferro_runtime.tracing import Trace, Tracer
 
 from .ad_util import Zero, is_zero
@@ -63,6 +62,3 @@ def missing_rule(prim: Any, kind: str) -> MissingRuleError:
         f"docs/extensions.md), or wrap the computation in tenferro_ad.custom_vjp"
     )
 
-
-def is_tensor(x: Any) -> bool:
-    return isinstance(x, Tensor)

@@ -21,18 +21,12 @@ FAMILY_ID = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*\.v[0-9]+$")
 ShapeRule = Callable[..., Any]
 
 
-def _unset_bind(prim: Primitive, args: tuple, params: dict) -> Any:
-    raise RuntimeError("tenferro_runtime is not imported; import it to execute primitives")
-
-
 class Primitive:
     """One operation of the IR.
 
     `rule(*avals, **params)` returns ``(shape, dtype)`` (or a tuple of them with
     `multiple_results`) and raises ShapeError/DTypeError on bad input.
     """
-
-    _bind: Callable[[Primitive, tuple, dict], Any] = staticmethod(_unset_bind)
 
     def __init__(
         self,
@@ -77,8 +71,8 @@ class Primitive:
         return self.linear == "all" or i in self.linear
 
     def bind(self, *args: Any, **params: Any) -> Any:
-        """Apply the primitive to tensors (or tracers) under the active transformation."""
-        return Primitive._bind(self, args, params)
+        """Apply the primitive to tensors (or tracers); tenferro_runtime installs this method."""
+        raise RuntimeError("tenferro_runtime is not imported; import it to execute primitives")
 
     def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Validate and normalize params against the schema; fill defaults."""

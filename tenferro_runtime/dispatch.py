@@ -181,7 +181,6 @@ def _bind_method(self: Primitive, *args: Any, **params: Any) -> Any:
     return bind(self, args, params)
 
 
-Primitive._bind = staticmethod(bind)
-Primitive.bind = _bind_method  # the eager fast path skips one call level
+Primitive.bind = _bind_method
 
 from . import tracing as _tracing  # noqa: E402  (tracing builds on this module)

@@ -159,12 +159,12 @@ def full(shape: Any, fill_value: bool | int | float | complex, *, dtype: Any = N
     if dtype is None:
         dtype = D.as_dtype(type(fill_value))
     dtype = D.as_dtype(dtype)
-    from ._helpers import scalar_like
+    from ._helpers import check_scalar_fits
 
     dev = resolve_device(device)
     if D.promote_scalar(dtype, fill_value) is not dtype and dtype.kind != "c":
         raise DTypeError(f"full: fill_value {fill_value!r} does not fit dtype {dtype} without a cast")
-    scalar_like("full", fill_value, dtype, dev)  # checks the value fits
+    check_scalar_fits("full", fill_value, dtype)
     return _full(_shape("full", shape), fill_value, dtype, dev)
 
 
