@@ -7,13 +7,14 @@ operands. They use only `tenferro_runtime.lax` on the values they are given, so 
 trace and differentiate again.
 
 Complex numbers follow JAX: tangents of holomorphic functions are ``f'(z) * t``; the
-non-holomorphic ones are real-linear (``abs``: ``real(conj(sign(z)) * t)``, ``conj``,
+non-holomorphic ones are real-linear (``abs``: ``Re(conj(z) t) / |z|``, ``sign``, ``conj``,
 ``real``, ``imag``); transposes are unconjugated (``mul``'s is ``ct * other``), so
 ``real``'s maps a real ct to ``ct + 0j`` and ``imag``'s to ``-1j * ct``.
 
 Conventions at special points:
 
-- ``abs'(0) = 0`` (``sign(x) * t``; complex: ``conj(sign(z))`` is 0 at 0).
+- ``abs'(0) = 0`` (real: ``sign(x) * t``; complex: ``Re(conj(z) t) / |z|``, 0 at 0); ``sign``'s tangent is 0
+  for real input and ``(t - s Re(conj(s) t)) / |z|`` for complex, 0 at 0.
 - ``sqrt'(0) = inf`` (``t * 0.5 / sqrt(x)``), ``rsqrt'(0)`` likewise non-finite.
 - ``maximum`` / ``minimum``: at ties each operand gets half the tangent; an operand that
   is NaN where the result is NaN gets nothing.
@@ -85,10 +86,30 @@ def _unary(name: str, tangent: Any) -> None:
     JVP[name] = jvp
 
 
+def _safe_inverse_abs(x, y):
+    """(x == 0, 1/|x| with 1 where x == 0): |x| = y for abs, computed here for sign."""
+    r = lax.abs(x) if y.dtype.kind == "c" else y
+    at_zero = lax.eq(r, _const(r, 0))
+    return at_zero, lax.div(_const(r, 1), lax.select(at_zero, _const(r, 1), r))
+
+
 def _abs_tangent(t, x, y):
+    """Complex: Re(conj(z) t) / |z|, written without `sign` so it differentiates again."""
     if _is_complex(x):
-        return lax.real(lax.mul(lax.conj(lax.sign(x)), t))
+        at_zero, inv = _safe_inverse_abs(x, y)
+        d = lax.mul(lax.real(lax.mul(lax.conj(x), t)), inv)
+        return lax.select(at_zero, _const(d, 0), d)
     return lax.mul(lax.sign(x), t)
+
+
+def _sign_tangent(t, x, y):
+    """Real: 0. Complex: d(z/|z|) = (t - s Re(conj(s) t)) / |z| with s = sign(z); 0 at z = 0."""
+    if not _is_complex(x):
+        return _zero_like(y)
+    at_zero, inv = _safe_inverse_abs(x, y)
+    d = lax.sub(t, lax.mul(y, lax.convert(lax.real(lax.mul(lax.conj(y), t)), new_dtype=y.dtype)))
+    d = lax.mul(d, lax.convert(inv, new_dtype=y.dtype))
+    return lax.select(at_zero, _const(d, 0), d)
 
 
 def _imag_tangent(t, x, y):
@@ -101,6 +122,7 @@ def _sqrt_1m_x2(x):
 
 _unary("neg", lambda t, x, y: lax.neg(t))
 _unary("abs", _abs_tangent)
+_unary("sign", _sign_tangent)
 _unary("conj", lambda t, x, y: lax.conj(t))
 _unary("real", lambda t, x, y: lax.real(t))
 _unary("imag", _imag_tangent)

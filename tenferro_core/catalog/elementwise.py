@@ -39,7 +39,7 @@ NONDIFF = {"differentiable": False}
 
 neg = _unary("neg", NUMERIC, linear=(0,))
 abs = _unary("abs", NUMERIC, out="real")
-sign = _unary("sign", NUMERIC, **NONDIFF)
+sign = _unary("sign", NUMERIC)
 conj = _unary("conj", NUMERIC, linear=(0,))
 real = _unary("real", NUMERIC, out="real", linear=(0,))
 imag = _unary("imag", NUMERIC, out="real", linear=(0,))

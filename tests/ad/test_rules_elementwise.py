@@ -75,6 +75,7 @@ def one(s):
 UNARY = {
     "neg": (fl(-10, 10), cbox(10)),
     "abs": (fl(-10, 10).filter(lambda v: abs(v) >= GAP), cbox(10, ok=lambda z: abs(z) >= GAP)),
+    "sign": (fl(-10, 10).filter(lambda v: abs(v) >= GAP), cbox(10, ok=lambda z: abs(z) >= GAP)),
     "conj": (fl(-10, 10), cbox(10)),
     "real": (fl(-10, 10), cbox(10)),
     "imag": (fl(-10, 10), cbox(10)),
@@ -323,6 +324,24 @@ def test_abs_at_zero():
     z = np.array([0j, -2j, 3 + 4j])  # real(conj(z) t) / |z|, 0 at 0
     _, t = run_jvp("abs", [z], [np.array([1 + 1j, 1 + 1j, 1 + 2j])])
     np.testing.assert_allclose(t.numpy(), [0.0, -1.0, 0.6 + 1.6], rtol=1e-15)
+
+
+def test_sign_tangent_zero_for_real_and_at_zero():
+    _, t = run_jvp("sign", [np.array([0.0, -2.0, 3.0])], [np.ones(3)])
+    assert is_zero(t) or not np.any(t.numpy())
+    z = np.array([0j, 3 + 4j])  # d(z/|z|) = (t - s Re(conj(s) t)) / |z|
+    _, t = run_jvp("sign", [z], [np.array([1 + 1j, 1j])])
+    s = (3 + 4j) / 5
+    np.testing.assert_allclose(t.numpy(), [0, (1j - s * (np.conj(s) * 1j).real) / 5], rtol=1e-14)
+
+
+def test_complex_abs_and_sign_second_order():
+    """abs's complex tangent once went through sign, whose derivative was taken as 0."""
+    from tenferro_ad.testing import check_grads
+    from tenferro_runtime import array_api as xp
+
+    z = xp.asarray(np.array([3 + 4j, 1 - 2j, -0.5 + 0.1j]))
+    check_grads(lambda x: (xp.abs(x), xp.sign(x) * x), (z,), order=2)
 
 
 def test_sqrt_at_zero_is_inf():
