@@ -7,6 +7,8 @@ IndexError, AttributeError), so generic handlers keep working.
 
 from __future__ import annotations
 
+import numpy as _np
+
 
 class TenferroError(Exception):
     """Root of every error tenferro raises on purpose."""
@@ -48,6 +50,11 @@ class MissingExtensionError(TenferroError, AttributeError):
     """An op family (linalg, fft, ...) is used but its package is not installed."""
 
 
+class LinAlgError(TenferroError, _np.linalg.LinAlgError):
+    """A matrix is singular or not positive definite, a decomposition did not converge, or
+    its input holds NaN/inf. Also a `numpy.linalg.LinAlgError` (a ValueError)."""
+
+
 class ConcretizationError(TenferroError, TypeError):
     """A concrete value was needed where only an abstract (traced) one exists."""
 
@@ -71,6 +78,7 @@ __all__ = [
     "MissingKernelError",
     "MissingRuleError",
     "MissingExtensionError",
+    "LinAlgError",
     "ConcretizationError",
     "PluginError",
     "EnergyBudgetExceeded",
