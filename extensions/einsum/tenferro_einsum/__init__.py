@@ -1,10 +1,12 @@
 """tenferro-einsum: `einsum` and `einsum_path`.
 
 Contraction paths come from opt_einsum (strategies "auto", "greedy", "optimal", "dp",
-..., or an explicit path); each step lowers to dot_general / transpose / reshape /
-reduce_sum / gather primitives, so einsum traces and differentiates through the
-core rules. Plans are cached per (subscripts, shapes, dtypes, strategy) in a bounded
-cache owned by the Runtime.
+..., or an explicit path). A multilinear equation (the common case: contractions,
+chains, networks) is one extension op run by the backend's native einsum, with
+einsum JVP/transpose rules (`native`); every other equation, and backends without
+that kernel, lower each step to dot_general / transpose / reshape / reduce_sum /
+gather primitives, so einsum always traces and differentiates. Plans are cached per
+(subscripts, shapes, dtypes, strategy) in a bounded cache owned by the Runtime.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tenferro_runtime.array_api._helpers import promote
 from tenferro_runtime.tensor import Tensor
 
 from .lower import execute
+from .native import contract_p, native_spec
 from .parse import from_interleaved, parse
 
 __version__ = "0.1.0"
@@ -68,7 +71,9 @@ def _plan(subscripts: str, tensors: list[Tensor], optimize: Any) -> tuple:
         spec, *full_shapes, shapes=True,
         optimize=list(strategy) if isinstance(strategy, tuple) else strategy,
     )
-    plan = (terms, output, sizes, [tuple(s) for s in path], int(info.opt_cost))
+    path = [tuple(s) for s in path]
+    native = native_spec(terms, output, sizes, shapes)
+    plan = (terms, output, sizes, path, int(info.opt_cost), native)
     cache.put(key, plan)
     return plan
 
@@ -93,14 +98,16 @@ def einsum(*args: Any, optimize: Any = "auto") -> Tensor:
     """Einstein summation, NumPy's semantics (implicit/explicit output, ellipsis broadcasting,
     repeated indices, interleaved operand/sublist form)."""
     subscripts, tensors = _operands("einsum", args)
-    terms, output, sizes, path, _ = _plan(subscripts, tensors, optimize)
+    terms, output, sizes, path, _, native = _plan(subscripts, tensors, optimize)
+    if native is not None and contract_p.name in tensors[0].device.runtime.ops:
+        return contract_p.bind(*tensors, spec=native, path=tuple(path))
     return execute(tensors, terms, output, sizes, path)
 
 
 def einsum_path(*args: Any, optimize: Any = "auto") -> tuple[list[tuple[int, ...]], int]:
     """The contraction path einsum would use and its FLOP count (opt_einsum's estimate)."""
     subscripts, tensors = _operands("einsum_path", args)
-    _, _, _, path, flops = _plan(subscripts, tensors, optimize)
+    _, _, _, path, flops, _ = _plan(subscripts, tensors, optimize)
     return path, flops
 
 

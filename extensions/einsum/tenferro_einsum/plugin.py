@@ -1,11 +1,16 @@
-"""Entry point of tenferro-einsum. einsum lowers to core primitives, so it needs no
-kernels or rules of its own; the plugin is discovered and listed like any other."""
+"""Entry point of tenferro-einsum: the whole-contraction op with its NumPy kernel and AD rules.
+Equations it does not cover lower to core primitives and need nothing registered."""
 
 from __future__ import annotations
 
 from tenferro_core.plugins import hookimpl
 
+from .native import contract_jvp, contract_p, contract_transpose, numpy_contract
+
 
 @hookimpl
 def tenferro_register(registry) -> None:
-    del registry  # nothing to register: the plan cache is created in the Runtime on first use
+    registry.add_op(contract_p)
+    registry.add_kernel("numpy", contract_p, numpy_contract)
+    registry.add_rule("jvp", contract_p, contract_jvp)
+    registry.add_rule("transpose", contract_p, contract_transpose)
