@@ -1,0 +1,21 @@
+"""Entry point of tenferro-fft: registers the ops, their NumPy-backend kernels (scipy.fft,
+imported on first use), their AD rules and the ``array_api.fft`` namespace."""
+
+from __future__ import annotations
+
+from tenferro_core.plugins import hookimpl
+
+
+@hookimpl
+def tenferro_register(registry) -> None:
+    import tenferro_fft
+
+    from . import _kernels, _ops, _rules
+
+    for op in _ops.OPS:
+        registry.add_op(op)
+    for op, fn in _kernels.KERNELS.items():
+        registry.add_kernel("numpy", op, fn)
+    for kind, op, fn in _rules.RULES:
+        registry.add_rule(kind, op, fn)
+    registry.add_namespace("fft", tenferro_fft)
