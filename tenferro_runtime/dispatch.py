@@ -112,7 +112,7 @@ def eager(prim: Primitive, args: tuple, params: dict) -> Any:
         entry = prepare(prim, avals, params, device)
         if key is not None:
             cache.put(key, entry)
-            if not params and entry[2] is not None and not prim.multiple_results and len(avals) <= 2:
+            if not entry[1] and entry[2] is not None and not prim.multiple_results and len(avals) <= 2:
                 cache.put((prim, *avals), (entry[2], entry[0][0]))  # read by _bind_method
     else:
         cache.hits += 1

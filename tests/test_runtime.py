@@ -113,3 +113,27 @@ def test_every_catalog_primitive_has_a_numpy_kernel():
     rt = Runtime([numpy_plugin])
     missing = [p.name for p in catalog.PRIMITIVES if p not in rt.device("numpy:cpu").kernels]
     assert missing == []
+
+
+def test_op_with_payload_defaults_called_without_params_gets_them_every_time():
+    """The no-params fast path must not skip an op's normalized default payload."""
+    from tenferro_core.extension import define_op
+    from tenferro_core.params import p_int
+    from tenferro_core.plugins import hookimpl
+    from tenferro_numpy import plugin as numpy_plugin
+    from tenferro_runtime import Runtime, use_runtime
+    from tenferro_runtime.array_api import asarray
+
+    scale_p = define_op("test_runtime.scale.v1", lambda x, *, k: (x.shape, x.dtype),
+                        payload={"k": (p_int, 3)})
+
+    class Plugin:
+        @hookimpl
+        def tenferro_register(self, registry):
+            registry.add_op(scale_p)
+            registry.add_kernel("numpy", scale_p, lambda x, *, k: x * k)
+
+    with use_runtime(Runtime([numpy_plugin, Plugin()])):
+        x = asarray([1.0, 2.0])
+        for _ in range(3):
+            assert scale_p.bind(x).numpy().tolist() == [3.0, 6.0]
