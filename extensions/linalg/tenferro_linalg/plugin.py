@@ -1,0 +1,24 @@
+"""Entry point of tenferro-linalg: registers the ops, their NumPy/SciPy kernels, their AD
+rules and the ``array_api.linalg`` namespace."""
+
+from __future__ import annotations
+
+from tenferro_core.plugins import hookimpl
+
+from . import _decomp, _products, _solve
+
+MODULES = (_decomp, _solve, _products)
+
+
+@hookimpl
+def tenferro_register(registry) -> None:
+    import tenferro_linalg
+
+    for mod in MODULES:
+        for op in mod.OPS:
+            registry.add_op(op)
+        for op, fn in mod.KERNELS.items():
+            registry.add_kernel("numpy", op, fn)
+        for kind, op, fn in mod.RULES:
+            registry.add_rule(kind, op, fn)
+    registry.add_namespace("linalg", tenferro_linalg)
