@@ -1,4 +1,5 @@
-"""A short tour of tenferro: devices, the Array API namespace, primitives, errors.
+"""A short tour of tenferro: devices, the Array API namespace, primitives, AD, the op
+families (einsum, linalg, fft), errors.
 
 Run with `make demo` (which first lists the discovered plugins).
 """
@@ -44,6 +45,35 @@ def main() -> None:
     z = lax.dot_general(w, w, contracting_dims=((1,), (1,)))
     print("dot_general(w, w, contracting axis 1 with axis 1) =", z)
     print("reduce_max(w, axes=(0,)) =", lax.reduce_max(w, axes=(0,)))
+
+    section("automatic differentiation")
+    import tenferro_ad as ad
+
+    def loss(p):
+        return xp.sum(xp.tanh(p["w"] @ p["x"]) ** 2)
+
+    params = {"w": xp.asarray([[0.5, -1.0], [2.0, 0.1]]), "x": xp.asarray([1.0, 2.0])}
+    value, grads = ad.value_and_grad(loss)(params)
+    print("loss =", value, "| d loss / d w =", grads["w"])
+    print("hessian of sum(sin(v)):", ad.hessian(lambda v: xp.sum(xp.sin(v)))(xp.asarray([0.0, 1.0])))
+    with ad.GradientTape() as tape:
+        v = xp.asarray([1.0, 2.0, 3.0])
+        tape.watch(v)
+        out = xp.sum(v * v)
+    print("GradientTape d sum(v*v) / dv =", tape.gradient(out, v))
+
+    section("op families: einsum, linalg, fft (each its own plugin package)")
+    from tenferro_einsum import einsum, einsum_path
+
+    m = xp.asarray(np.random.default_rng(0).standard_normal((3, 3)))
+    print("einsum('ij,jk,kl->il') path and FLOPs:", einsum_path("ij,jk,kl->il", m, m, m))
+    print("trace via einsum('ii'):", einsum("ii", m))
+    spd = m @ xp.linalg.matrix_transpose(m) + 3 * xp.eye(3, dtype=xp.float64)
+    print("eigvalsh(spd):", xp.linalg.eigvalsh(spd))
+    print("d logdet / d A equals inv(A)^T:", bool(xp.all(xp.abs(
+        ad.grad(lambda a: xp.linalg.slogdet(a).logabsdet)(spd) - xp.linalg.inv(spd).mT) < 1e-12)))
+    sig = xp.asarray(np.cos(2 * np.pi * 3 * np.arange(16) / 16))
+    print("|rfft| of a 3-cycle cosine:", np.round(xp.abs(xp.fft.rfft(sig)).numpy(), 6))
 
     section("interop")
     host = np.asarray(x)
