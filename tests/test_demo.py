@@ -1,0 +1,18 @@
+"""`make demo`'s script runs to the end and shows each part of the tour."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo.py"
+
+
+def test_demo_runs():
+    out = subprocess.run([sys.executable, str(DEMO)], capture_output=True, text=True, check=False,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    for part in ("Array API namespace", "automatic differentiation", "op families", "errors name"):
+        assert part in out.stdout
+    assert "d logdet / d A equals inv(A)^T: True" in out.stdout
