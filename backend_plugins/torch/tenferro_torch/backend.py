@@ -1,0 +1,168 @@
+"""The torch backend: devices ``cpu`` and ``cuda:N``; buffers are torch tensors.
+
+Nothing here imports torch at module level: registering the plugin, listing its devices
+and building a Device object stay cheap, and torch is imported by the first transfer or
+kernel call. Buffers are immutable by contract, so kernels may return views and
+``from_dlpack`` / ``to_host`` share memory.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tenferro_core import dtypes as D
+from tenferro_core.energy import EnergyTelemetry
+from tenferro_core.errors import ArgumentError, DeviceError, DTypeError
+
+from .discovery import cuda_device_count
+
+UNSUPPORTED = frozenset({D.uint16, D.uint32, D.uint64})
+"""torch 2.13 stores these but has no arithmetic, comparison or reduction kernels for them."""
+SUPPORTED = frozenset(D.ALL_DTYPES) - UNSUPPORTED
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+class TorchBackend:
+    """Backend ``torch``; priority -1 keeps ``numpy:cpu`` the default device."""
+
+    name = "torch"
+    priority = -1
+
+    def __init__(self) -> None:
+        self._telemetry: dict[str, EnergyTelemetry] = {}
+
+    # ---- devices and kernels ---------------------------------------------
+    def devices(self) -> tuple[str, ...]:
+        return ("cpu",) + tuple(f"cuda:{i}" for i in range(cuda_device_count()))
+
+    def supported_dtypes(self, device: str) -> frozenset:
+        return SUPPORTED
+
+    def kernels(self) -> Mapping[str, Any]:
+        from .kernels import KERNELS
+
+        return KERNELS
+
+    def specialize(self, name: str, kernel: Any, in_avals: tuple, out_avals: tuple) -> Any:
+        """The real torch kernel for this signature in place of the lazy stub (kernels other
+        plugins registered for this backend are returned as they are)."""
+        if getattr(kernel, "torch_primitive", None) != name:
+            return kernel
+        from .ops import specialize
+
+        return specialize(name, in_avals, out_avals)
+
+    # ---- transfer ----------------------------------------------------------
+    def from_host(self, array: np.ndarray, device: str) -> Any:
+        torch = _torch()
+        if not array.flags.writeable or any(s < 0 for s in array.strides):
+            array = array.copy()  # torch.from_numpy warns on the first, refuses the second
+        if array.dtype.name == "bfloat16":
+            buf = torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+        else:
+            buf = torch.from_numpy(array)
+        if device == "cpu":
+            return buf
+        try:
+            return buf.to(device)
+        except (RuntimeError, AssertionError) as exc:
+            raise DeviceError(f"torch:{device} cannot take data ({exc}); use torch:cpu") from None
+
+    def to_host(self, buf: Any) -> np.ndarray:
+        torch = _torch()
+        if buf.device.type != "cpu":
+            buf = buf.cpu()
+        if buf.dtype is torch.bfloat16:  # torch's numpy() has no bfloat16; ml_dtypes has
+            return buf.view(torch.int16).numpy().view(D.bfloat16.numpy)
+        return buf.numpy()
+
+    def describe(self, buf: Any) -> tuple[tuple[int, ...], D.DType]:
+        from .ops.common import FROM_TORCH
+
+        return tuple(buf.shape), FROM_TORCH[buf.dtype]
+
+    def from_dlpack(self, obj: Any, device: str) -> Any:
+        """A tensor sharing memory with `obj` (a torch tensor or any DLPack producer).
+
+        Refused, with what to do: tensors that require grad, carry torch's lazy conjugate or
+        negative bit, are not contiguous, have a dtype this backend lacks, or live on
+        another device (there are no implicit transfers).
+        """
+        torch = _torch()
+        if isinstance(obj, torch.Tensor):
+            t = obj
+        else:
+            try:
+                t = torch.from_dlpack(obj)
+            except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+                raise DeviceError(
+                    f"torch:{device} cannot import this DLPack object ({exc}); copy it to host "
+                    f"memory first (e.g. numpy.asarray) and use asarray"
+                ) from None
+        if t.requires_grad:
+            raise ArgumentError(
+                "from_dlpack: the torch tensor requires grad; pass tensor.detach() (tenferro "
+                "differentiates with tenferro_ad, not torch.autograd)"
+            )
+        if t.is_conj() or t.is_neg():
+            raise ArgumentError(
+                "from_dlpack: the torch tensor carries a lazy conjugate/negation bit; pass "
+                "tensor.resolve_conj().resolve_neg()"
+            )
+        from .ops.common import FROM_TORCH
+
+        dtype = FROM_TORCH.get(t.dtype)
+        if dtype is None:
+            raise DTypeError(
+                f"from_dlpack: device torch:{device} does not support {t.dtype}; it supports "
+                f"{sorted(d.name for d in SUPPORTED)}; convert it first (tensor.to(...))"
+            )
+        if str(t.device) != device:
+            raise DeviceError(
+                f"from_dlpack: the tensor is on torch device {t.device}, not {device}; pass "
+                f"device='torch:{t.device}' or move it first (tensor.to({device!r}))"
+            )
+        if not t.is_contiguous():
+            raise ArgumentError(
+                f"from_dlpack: the tensor is not contiguous (shape {tuple(t.shape)}, strides "
+                f"{t.stride()}); pass tensor.contiguous() (a copy)"
+            )
+        return t.detach()  # a new tensor object over the same memory
+
+    def claims(self, obj: Any) -> str | None:
+        """torch.Tensor objects are this backend's buffers: their device id ("cpu",
+        "cuda:0"). Checked by type name, so it never imports torch."""
+        t = type(obj)
+        if t.__module__.partition(".")[0] != "torch" or "torch" not in sys.modules:
+            return None
+        torch = _torch()
+        if not isinstance(obj, torch.Tensor):
+            return None
+        dev = obj.device
+        return "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
+
+    def to_dlpack(self, buf: Any, **kwargs: Any) -> Any:
+        return buf.__dlpack__(**{k: v for k, v in kwargs.items() if v is not None})
+
+    def dlpack_device(self, buf: Any) -> tuple[int, int]:
+        kind, index = buf.__dlpack_device__()
+        return int(kind), int(index)
+
+    # ---- energy ------------------------------------------------------------
+    def telemetry(self, device: str) -> EnergyTelemetry:
+        tel = self._telemetry.get(device)
+        if tel is None:
+            from .telemetry import cpu_telemetry, cuda_telemetry
+
+            tel = cpu_telemetry() if device == "cpu" else cuda_telemetry(int(device.partition(":")[2]))
+            self._telemetry[device] = tel
+        return tel

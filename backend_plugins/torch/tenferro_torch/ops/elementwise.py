@@ -1,0 +1,99 @@
+"""Elementwise kernels (semantics: docs/primitives.md).
+
+Most primitives are the torch function of the same meaning, called directly. The rest
+differ from torch at documented special points and are written out:
+
+* ``sign(NaN)`` is NaN (torch gives 0);
+* integer ``div``/``rem`` by zero give 0 and ``INT_MIN / -1`` wraps (torch raises
+  ZeroDivisionError, and the hardware division traps), so those divisors are replaced first;
+* integer ``pow`` with a negative exponent is 1, +-1 or 0 (torch raises);
+* shifts by a count outside ``[0, bits)`` give 0, or -1 for negative signed operands;
+* ``conj`` is ``conj_physical``: torch's lazy conjugate bit cannot be exported through
+  DLPack or NumPy.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .common import by_kind, same
+
+
+def _float_sign(x):
+    return torch.where(torch.isnan(x), x, torch.sign(x))
+
+
+def _signed_div(x, y):
+    special = (y == 0) | (y == -1)
+    q = torch.div(x, torch.where(special, 1, y), rounding_mode="trunc")
+    q = torch.where(y == -1, torch.neg(x), q)  # INT_MIN / -1 wraps to INT_MIN
+    return torch.where(y == 0, 0, q)
+
+
+def _unsigned_div(x, y):
+    zero = y == 0
+    return torch.where(zero, 0, torch.div(x, torch.where(zero, 1, y), rounding_mode="trunc"))
+
+
+def _int_rem(x, y):
+    """C fmod; a divisor of 0 or -1 gives 0, as does fmod by 1."""
+    special = (y == 0) | (y == -1) if x.dtype.is_signed else (y == 0)
+    return torch.fmod(x, torch.where(special, 1, y))
+
+
+def _signed_pow(x, y):
+    neg = y < 0
+    out = torch.pow(x, torch.where(neg, 0, y))
+    odd = torch.remainder(y, 2) != 0
+    at_neg = torch.where(x == -1, torch.where(odd, x, torch.neg(x)), torch.where(x == 1, x, 0))
+    return torch.where(neg, at_neg, out)
+
+
+def _shift(fn, left: bool):
+    def kernel(x, y):
+        bits = x.element_size() * 8
+        ok = (y < bits) & (y >= 0) if x.dtype.is_signed else y < bits
+        out = torch.where(ok, fn(x, torch.where(ok, y, 0)), 0)
+        if left or not x.dtype.is_signed:
+            return out
+        return torch.where(ok, out, torch.bitwise_right_shift(x, bits - 1))  # -1 for x < 0, else 0
+
+    return kernel
+
+
+def _clamp(lo, x, hi):
+    return torch.minimum(torch.maximum(x, lo), hi)
+
+
+def _rounding(fn):
+    return by_kind(iu=same, f=fn)
+
+
+KERNELS = {
+    "neg": torch.neg, "abs": torch.abs,
+    "sign": by_kind(iu=torch.sign, f=_float_sign, c=torch.sgn),
+    "conj": by_kind(iuf=same, c=torch.conj_physical),
+    "real": by_kind(iuf=same, c=torch.real),
+    "imag": by_kind(iuf=torch.zeros_like, c=torch.imag),
+    "exp": torch.exp, "expm1": torch.expm1, "log": torch.log, "log1p": torch.log1p,
+    "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "asin": torch.asin, "acos": torch.acos,
+    "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh, "tanh": torch.tanh,
+    "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh, "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt, "logistic": torch.sigmoid,
+    "floor": _rounding(torch.floor), "ceil": _rounding(torch.ceil), "round": _rounding(torch.round),
+    "trunc": _rounding(torch.trunc),
+    "isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite,
+    "logical_not": torch.logical_not, "bitwise_not": torch.bitwise_not,
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul,
+    "div": by_kind(fc=torch.div, i=_signed_div, u=_unsigned_div),
+    "rem": by_kind(f=torch.fmod, iu=_int_rem),
+    "pow": by_kind(fc=torch.pow, u=torch.pow, i=_signed_pow),
+    "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
+    "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+    "logical_and": torch.logical_and, "logical_or": torch.logical_or,
+    "logical_xor": torch.logical_xor, "bitwise_and": torch.bitwise_and,
+    "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
+    "shift_left": _shift(torch.bitwise_left_shift, True),
+    "shift_right": _shift(torch.bitwise_right_shift, False),
+    "select": torch.where, "clamp": _clamp,
+}

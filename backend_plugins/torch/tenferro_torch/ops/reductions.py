@@ -1,0 +1,158 @@
+"""Reductions, scans, sorting and the contractions.
+
+torch reduces over every axis when given ``dim=()``, so the identity reduction is handled
+here; ``prod`` takes one axis, so several are flattened into one; bool has no argmax and
+integer matmul is CPU-only in torch (CUDA multiplies and sums instead). Sums, products and
+scans accumulate in the operand's dtype (integers wrap). Convolutions refuse TF32 and
+split complex operands into real products (torch's convolution op has no complex kernel).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .common import TO_TORCH, by_kind
+from .structural import pad
+
+
+def _reducer(fn, keep_dtype: bool):
+    def kernel(x, *, axes):
+        if not axes:
+            return x
+        return fn(x, dim=axes, dtype=x.dtype) if keep_dtype else fn(x, dim=axes)
+
+    return kernel
+
+
+def _reduce_prod(x, *, axes):
+    if not axes:
+        return x
+    if len(axes) == 1:
+        return torch.prod(x, axes[0], dtype=x.dtype)
+    rest = [i for i in range(x.ndim) if i not in axes]
+    k = math.prod(x.shape[a] for a in axes)
+    lines = x.permute(rest + list(axes)).reshape([x.shape[i] for i in rest] + [k])
+    return torch.prod(lines, -1, dtype=x.dtype)
+
+
+def _arg(fn):
+    def kernel(x, *, axis, index_dtype):
+        return fn(x, dim=axis).to(TO_TORCH[index_dtype])
+
+    def on_bool(x, *, axis, index_dtype):
+        return kernel(x.to(torch.uint8), axis=axis, index_dtype=index_dtype)
+
+    return by_kind(iuf=kernel, b=on_bool)
+
+
+def _cumsum(x, *, axis, reverse):
+    if reverse:
+        return torch.flip(torch.cumsum(torch.flip(x, (axis,)), axis, dtype=x.dtype), (axis,))
+    return torch.cumsum(x, axis, dtype=x.dtype)
+
+
+def _sort(x, *, dimension, descending, stable):
+    return torch.sort(x, dim=dimension, descending=descending, stable=stable).values
+
+
+def _argsort(x, *, dimension, descending, stable, index_dtype):
+    idx = torch.argsort(x, dim=dimension, descending=descending, stable=stable)
+    return idx.to(TO_TORCH[index_dtype])
+
+
+def _native_matmul(x) -> bool:
+    """torch.matmul takes floating and complex operands anywhere, integers only on CPU."""
+    return x.is_floating_point() or x.is_complex() or x.device.type == "cpu"
+
+
+def int_matmul(a, b):
+    """Stacks of integer matrices multiplied elementwise and summed (wrapping), for devices
+    whose torch has no integer matmul (CUDA)."""
+    return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2, dtype=a.dtype)
+
+
+def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
+    (lc, rc), (lb, rb) = contracting_dims, batch_dims
+    native = _native_matmul(lhs)
+    plain = not lb and lc == (lhs.ndim - 1,) and rc == (0,) and lhs.ndim in (1, 2) and rhs.ndim in (1, 2)
+    if native and plain:  # numpy.matmul's cases: one call, no reshapes
+        return torch.matmul(lhs, rhs)
+    lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
+    bshape = [lhs.shape[i] for i in lb]
+    m = [lhs.shape[i] for i in lf]
+    n = [rhs.shape[i] for i in rf]
+    k = math.prod(lhs.shape[i] for i in lc)
+    a = lhs.permute(list(lb) + lf + list(lc)).reshape(math.prod(bshape), math.prod(m), k)
+    b = rhs.permute(list(rb) + list(rc) + rf).reshape(math.prod(bshape), k, math.prod(n))
+    out = torch.matmul(a, b) if native else int_matmul(a, b)
+    return out.reshape(bshape + m + n)
+
+
+def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                  feature_group_count):
+    nsp = lhs.ndim - 2
+    strides = window_strides or (1,) * nsp
+    padding = padding or ((0, 0),) * nsp
+    ld = lhs_dilation or (1,) * nsp
+    rd = rhs_dilation or (1,) * nsp
+    symmetric = all(lo == hi >= 0 for lo, hi in padding)
+    x = lhs
+    if not symmetric or any(d != 1 for d in ld):  # dilate and pad (or crop) the input first
+        zero = torch.zeros((), dtype=lhs.dtype, device=lhs.device)
+        x = pad(lhs, zero, padding_config=((0, 0, 0), (0, 0, 0)) + tuple(
+            (lo, hi, d - 1) for (lo, hi), d in zip(padding, ld)))
+    pads = tuple(lo for lo, _ in padding) if x is lhs else (0,) * nsp
+    win = [(k - 1) * d + 1 for k, d in zip(rhs.shape[2:], rd)]
+    out_sp = tuple((s + 2 * p - w) // st + 1 for s, p, w, st in zip(x.shape[2:], pads, win, strides))
+    n, c, o = lhs.shape[0], lhs.shape[1], rhs.shape[0]
+    if 0 in (n, c, o) or 0 in out_sp:
+        return torch.zeros((n, o) + out_sp, dtype=lhs.dtype, device=lhs.device)
+    if nsp > 3:  # torch convolves 1 to 3 spatial axes
+        return _conv_windows(x, rhs, pads, strides, rd, feature_group_count)
+
+    if not x.is_complex():
+        return _convolve(x, rhs, strides, pads, rd, feature_group_count)
+    parts = [_convolve(a, b, strides, pads, rd, feature_group_count)
+             for a, b in ((x.real, rhs.real), (x.imag, rhs.imag), (x.real, rhs.imag), (x.imag, rhs.real))]
+    return torch.complex(parts[0] - parts[1], parts[2] + parts[3])
+
+
+def _convolve(x, w, strides, pads, rd, groups):
+    """torch's real convolution with TF32 refused. cuDNN convolves float32 in TF32 by
+    default (10-bit mantissas), outside the float32 tolerance; this private op (stable,
+    and torch is pinned) takes that choice as an argument, so no global flag is flipped."""
+    cudnn = torch.backends.cudnn
+    return torch._convolution(x, w, None, strides, pads, rd, False, (0,) * len(pads), groups,
+                              cudnn.benchmark, cudnn.deterministic, cudnn.enabled, False)
+
+
+def _conv_windows(x, w, pads, strides, rd, groups):
+    """Any number of spatial axes: unfold the windows, then contract with einsum."""
+    if any(pads):
+        zero = torch.zeros((), dtype=x.dtype, device=x.device)
+        x = pad(x, zero, padding_config=((0, 0, 0), (0, 0, 0)) + tuple((p, p, 0) for p in pads))
+    nsp = x.ndim - 2
+    for i in range(nsp):
+        span = (w.shape[2 + i] - 1) * rd[i] + 1
+        x = x.unfold(2 + i, span, strides[i])[..., :: rd[i]]
+    n, c, o = x.shape[0], x.shape[1], w.shape[0]
+    out_sp = tuple(x.shape[2:2 + nsp])
+    x = x.reshape((n, groups, c // groups) + tuple(x.shape[2:]))
+    w = w.reshape((groups, o // groups) + tuple(w.shape[1:]))
+    sp = "".join(chr(ord("p") + i) for i in range(nsp))
+    kw = "".join(chr(ord("h") + i) for i in range(nsp))
+    out = torch.einsum(f"ngc{sp}{kw},goc{kw}->ngo{sp}", x, w)
+    return out.reshape((n, o) + out_sp)
+
+
+KERNELS = {
+    "reduce_sum": _reducer(torch.sum, True), "reduce_prod": _reduce_prod,
+    "reduce_max": _reducer(torch.amax, False), "reduce_min": _reducer(torch.amin, False),
+    "reduce_and": _reducer(torch.all, False), "reduce_or": _reducer(torch.any, False),
+    "argmax": _arg(torch.argmax), "argmin": _arg(torch.argmin), "cumsum": _cumsum,
+    "sort": _sort, "argsort": _argsort, "dot_general": _dot_general,
+    "conv_general": _conv_general,
+}

@@ -1,0 +1,117 @@
+"""float16 and bfloat16 values.
+
+bfloat16 (left out of the kit's value test, see test_conformance.py): every primitive that
+takes it is drawn with the kit's own cases and layouts, and checked against the kit's
+references run on the same values in float32 (exact for bfloat16), rounded to bfloat16,
+with the kit's bfloat16 tolerance. Conversions to bfloat16 from every other dtype too.
+
+Both half types: composite namespace functions (mean, var, softmax, matmul, ...) against
+torch computing the same thing on the same tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tenferro_core import catalog
+from tenferro_core import dtypes as D
+from tenferro_core.testing.cases import rule_accepts
+from tenferro_core.testing.conformance import SPECS, context, host_of, present, resolve_device
+from tenferro_core.testing.reference import REFERENCE
+from tenferro_core.testing.strategies import layouts
+from tenferro_core.testing.tolerance import assert_close, assert_identical
+from tenferro_runtime import array_api as xp
+
+DEVICE = "torch:cpu"
+BF16 = D.bfloat16
+CTX = context(resolve_device(DEVICE))
+TAKES_BF16 = [p.name for p in catalog.PRIMITIVES if rule_accepts(p, SPECS[p.name], BF16, CTX)]
+OTHERS = [d.name for d in CTX.dtypes if d is not BF16]
+
+
+def _as_f32(value: Any) -> Any:
+    if isinstance(value, np.ndarray) and value.dtype == BF16.numpy:
+        return value.astype(np.float32)
+    return D.float32 if value is BF16 else value
+
+
+def _run(prim_name: str, dtype: D.DType, data: Any, variant: str | None = None) -> None:
+    prim, spec = catalog.BY_NAME[prim_name], SPECS[prim_name]
+    case = spec.draw(data.draw, dtype, CTX, **({} if variant is None else {"variant": variant}))
+    tensors, views = [], []
+    for host in case.args:
+        t, view = present(host, data.draw(layouts(host.shape)), resolve_device(DEVICE))
+        tensors.append(t)
+        views.append(view)
+    out = prim.bind(*tensors, **case.params)
+    (aval,) = prim.abstract_eval(tuple(t.aval for t in tensors), prim.check_params(case.params))
+    if prim_name == "bitcast_convert":  # moves bits only: the kit's reference takes bfloat16
+        expected = REFERENCE[prim_name](*views, **case.params)
+    else:
+        with np.errstate(all="ignore"):  # inf - inf in the scatter_add reference
+            expected = REFERENCE[prim_name](*[_as_f32(v) for v in views],
+                                            **{k: _as_f32(v) for k, v in case.params.items()})
+        expected = expected.astype(aval.dtype.numpy)
+    actual = host_of(out)
+    assert (actual.shape, actual.dtype) == (aval.shape, aval.dtype.numpy)
+    if case.check is not None:
+        case.check(actual, expected, case)
+    elif case.exact:
+        assert_identical(actual, expected, prim_name)
+    else:
+        assert_close(actual, expected, aval.dtype, mult=case.mult, bound=case.bound, what=prim_name)
+    for t, host in zip(tensors, case.args):
+        assert_identical(host_of(t), host, f"{prim_name} modified its operand")
+
+
+@pytest.mark.parametrize("prim_name", TAKES_BF16)
+@settings(max_examples=8)
+@given(data=st.data())
+def test_bfloat16_matches_float32_reference(prim_name, data):
+    spec = SPECS[prim_name]
+    variant = data.draw(st.sampled_from(spec.variants(BF16, CTX))) if spec.variants else None
+    _run(prim_name, BF16, data, variant)
+
+
+@pytest.mark.parametrize("source", OTHERS)
+@settings(max_examples=8)
+@given(data=st.data())
+def test_convert_to_bfloat16(source, data):
+    _run("convert", D.as_dtype(source), data, "bfloat16")
+
+
+# ---- composites against torch ----------------------------------------------------------
+
+COMPOSITES = {
+    "mean": (lambda x: xp.mean(x, axis=1), lambda x: torch.mean(x, dim=1)),
+    "var": (lambda x: xp.var(x, axis=0), lambda x: torch.var(x, dim=0, correction=0)),
+    "softmax": (lambda x: xp.exp(x - xp.max(x, axis=1, keepdims=True))
+                / xp.sum(xp.exp(x - xp.max(x, axis=1, keepdims=True)), axis=1, keepdims=True),
+                lambda x: torch.softmax(x, dim=1)),
+    "matmul": (lambda x: x @ x.mT, lambda x: x @ x.T),
+    "tanh-sqrt": (lambda x: xp.tanh(x) * 2 + xp.sqrt(xp.abs(x)),
+                  lambda x: torch.tanh(x) * 2 + torch.sqrt(x.abs())),
+    "cumsum-sort": (lambda x: xp.cumulative_sum(xp.sort(x, axis=1), axis=1),
+                    lambda x: torch.cumsum(torch.sort(x, dim=1).values, dim=1)),
+    "where-clip": (lambda x: xp.where(x > 0, xp.clip(x, 0.25, 1.5), -x),
+                   lambda x: torch.where(x > 0, torch.clamp(x, 0.25, 1.5), -x)),
+}
+TOL = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("name", COMPOSITES)
+def test_half_precision_composites_match_torch(name, dtype):
+    f_tf, f_torch = COMPOSITES[name]
+    src = torch.from_numpy(np.random.default_rng(6).uniform(-2, 2, (4, 6))).to(dtype)
+    got = f_tf(xp.from_dlpack(src, device=DEVICE))
+    want = f_torch(src)
+    assert got._buf.dtype is dtype and tuple(got.shape) == tuple(want.shape)
+    rtol, atol = TOL[dtype]
+    torch.testing.assert_close(got._buf.float(), want.float(), rtol=rtol, atol=atol)

@@ -1,0 +1,94 @@
+"""Kernel paths the conformance kit does not reach on CPU, and the documented special points
+where torch's own functions differ from the reference semantics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tenferro_core import dtypes as D
+from tenferro_core.testing.reference import REFERENCE
+from tenferro_core.testing.reference_reductions import conv_values
+from tenferro_runtime import array_api as xp
+from tenferro_runtime import lax
+from tenferro_torch.ops.reductions import int_matmul
+
+DEVICE = "torch:cpu"
+
+
+def on(a):
+    return xp.asarray(np.asarray(a), device=DEVICE)
+
+
+@pytest.mark.parametrize(("lshape", "rshape", "params"), [
+    ((1, 3, 5), (2, 3, 3), {"padding": ((1, 1),), "window_strides": (2,)}),  # conv1d pads itself
+    # four spatial axes: torch has no conv4d, so windows are unfolded and contracted
+    ((1, 2, 3, 3, 2, 3), (2, 1, 2, 1, 2, 2), {"feature_group_count": 2, "padding": ((1, 0),) * 4}),
+    ((2, 1, 2, 3, 2, 2), (1, 1, 2, 2, 1, 2), {"padding": ((1, 1),) * 4, "rhs_dilation": (1, 2, 1, 1)}),
+    ((2, 2, 4, 3, 3), (2, 2, 2, 2, 1), {"window_strides": (2, 1, 1), "rhs_dilation": (1, 2, 1)}),
+    ((1, 2, 5), (4, 1, 2), {"feature_group_count": 2, "lhs_dilation": (2,), "padding": ((-1, 2),)}),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_conv_general_paths(lshape, rshape, params, dtype):
+    rng = np.random.default_rng(7)
+    lhs, rhs = rng.standard_normal(lshape).astype(dtype), rng.standard_normal(rshape).astype(dtype)
+    out = lax.conv_general(on(lhs), on(rhs), **params)
+    np.testing.assert_allclose(out.numpy(), conv_values(lhs, rhs, **{
+        "window_strides": None, "padding": None, "lhs_dilation": None, "rhs_dilation": None,
+        "feature_group_count": 1, **params}), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int64])
+def test_integer_matmul_without_torch_matmul(dtype):
+    """The CUDA path of integer dot_general (run here on CPU tensors): it wraps like matmul."""
+    rng = np.random.default_rng(8)
+    info = torch.iinfo(dtype)
+    a = torch.from_numpy(rng.integers(info.min, info.max, (2, 3, 4), endpoint=True)).to(dtype)
+    b = torch.from_numpy(rng.integers(info.min, info.max, (2, 4, 5), endpoint=True)).to(dtype)
+    assert torch.equal(int_matmul(a, b), torch.matmul(a, b))
+
+
+SPECIAL_POINTS = [
+    ("sign", (np.array([np.nan, -0.0, 0.0, -3.0, np.inf]),)),
+    ("div", (np.array([7, -7, 5, -128, -128, 0], np.int8), np.array([2, 2, 0, -1, 0, 0], np.int8))),
+    ("div", (np.array([7, 255, 0], np.uint8), np.array([0, 2, 0], np.uint8))),
+    ("rem", (np.array([7, -7, 5, -128], np.int8), np.array([2, 2, 0, -1], np.int8))),
+    ("rem", (np.array([1.0, np.inf, 1.0, -7.5]), np.array([0.0, 2.0, np.inf, 2.0]))),
+    ("pow", (np.array([2, -1, -1, 1, 0, 3, 5], np.int16), np.array([-1, -3, -4, -9, -2, 20, 0], np.int16))),
+    ("pow", (np.array([np.nan, 1.0, -8.0]), np.array([0.0, np.nan, 1 / 3]))),
+    ("shift_left", (np.array([1, -1, 3, 5], np.int8), np.array([8, -1, 7, 2], np.int8))),
+    ("shift_right", (np.array([-4, 4, -4, -128], np.int8), np.array([-1, 9, 8, 7], np.int8))),
+    ("shift_right", (np.array([255, 128], np.uint8), np.array([8, 7], np.uint8))),
+    ("rsqrt", (np.array([0.0, -0.0, -1.0, np.inf]),)),
+    ("round", (np.array([0.5, 1.5, 2.5, -0.5, -2.5]),)),
+    ("logistic", (np.array([-800.0, 800.0, np.nan]),)),
+]
+
+
+@pytest.mark.parametrize(("name", "args"), SPECIAL_POINTS,
+                         ids=[f"{n}-{a[0].dtype}" for n, a in SPECIAL_POINTS])
+def test_documented_special_points(name, args):
+    out = getattr(lax, name)(*[on(a) for a in args])
+    np.testing.assert_array_equal(out.numpy(), REFERENCE[name](*args))
+
+
+@pytest.mark.parametrize(("fill", "dtype", "want"), [
+    (300, D.int8, 44), (2**64 - 1, D.int64, -1), (2**64 - 1, D.float32, 2.0**64),
+    (1e10, D.float16, np.inf), (-1e300, D.bfloat16, -np.inf), (1 + 2j, D.float64, 1.0),
+    (0.5j, D.bool_, True), (float("nan"), D.bool_, True), (-7.9, D.int16, -7), (True, D.complex64, 1 + 0j),
+])
+def test_full_converts_like_convert(fill, dtype, want):
+    out = lax.full(shape=(2,), fill_value=fill, dtype=dtype, device=DEVICE)
+    assert out.dtype is dtype
+    np.testing.assert_array_equal(out.numpy().astype(np.result_type(type(want))), [want, want])
+
+
+def test_identity_reductions_and_views_do_not_copy_needlessly():
+    x = on(np.arange(6.0).reshape(2, 3))
+    assert lax.reduce_sum(x, axes=())._buf is x._buf  # torch would reduce over every axis
+    assert lax.reduce_max(x, axes=())._buf is x._buf
+    t = lax.transpose(x, permutation=(1, 0))
+    assert t._buf.data_ptr() == x._buf.data_ptr()
+    c = lax.copy(x)
+    assert c._buf.data_ptr() != x._buf.data_ptr()
