@@ -24,12 +24,17 @@ def _np(x: Any) -> np.ndarray:
     return np.asarray(x.numpy() if hasattr(x, "numpy") else x)
 
 
+def _like(x: Any, values: np.ndarray) -> Any:
+    """`values` as a tensor on x's device (the default device for non-tensors)."""
+    return asarray(values, device=getattr(x, "device", None))
+
+
 def _rand_like(rng: np.random.Generator, x: Any) -> Any:
     a = _np(x)
     r = rng.standard_normal(a.shape)
     if a.dtype.kind == "c":
         r = r + 1j * rng.standard_normal(a.shape)
-    return asarray(np.asarray(r, dtype=a.dtype))
+    return _like(x, np.asarray(r, dtype=a.dtype))
 
 
 def _inner(xs: Sequence[Any], ys: Sequence[Any]) -> float:
@@ -37,7 +42,7 @@ def _inner(xs: Sequence[Any], ys: Sequence[Any]) -> float:
 
 
 def _axpy(a: float, t: list, x: list) -> list:
-    return [asarray(_np(xi) + a * _np(ti).astype(_np(xi).dtype)) for xi, ti in zip(x, t)]
+    return [_like(xi, _np(xi) + a * _np(ti).astype(_np(xi).dtype)) for xi, ti in zip(x, t)]
 
 
 def _leaves(tree: Any) -> list:
@@ -76,7 +81,7 @@ def check_vjp(f: Callable, args: tuple, *, eps: float, atol: float, rtol: float,
     flat_args, in_tree = tree_flatten(args)
     t = [_rand_like(rng, a) for a in flat_args]
     ct = [_rand_like(rng, o) for o in out_leaves]
-    ct_in = f_vjp(tree_unflatten(out_tree, [asarray(np.conj(_np(c))) for c in ct]))
+    ct_in = f_vjp(tree_unflatten(out_tree, [_like(c, np.conj(_np(c))) for c in ct]))
     ct_in = [np.conj(_np(c)) for c in tree_flatten(ct_in)[0]]
     t_out = numerical_jvp(f, args, tree_unflatten(in_tree, t), eps)
     lhs, rhs = _inner(t, ct_in), _inner(t_out, ct)

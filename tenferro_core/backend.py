@@ -26,7 +26,9 @@ class Backend(Protocol):
 
     Optional: `compile(graph)` runs a whole traced graph; `specialize(name, kernel,
     in_avals, out_avals)` returns the kernel to use for one call signature (asked once
-    per signature, then cached by the runtime).
+    per signature, then cached by the runtime); `claims(obj)` returns the device id when
+    `obj` is one of this backend's native buffers (so `from_dlpack(obj)` keeps it there),
+    else None — without importing anything heavy.
     """
 
     name: str

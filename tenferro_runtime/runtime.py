@@ -214,7 +214,9 @@ class Runtime:
             device_id = ids[0]
         if device_id not in ids:
             raise DeviceError(
-                f"backend {backend_name!r} has no device {device_id!r}; it has {list(ids)}"
+                f"backend {backend_name!r} has no device {device_id!r} on this machine; it has "
+                f"{list(ids)}: use one of {[f'{backend_name}:{i}' for i in ids]} (or list every "
+                f"device with `python -m tenferro_runtime plugins`)"
             )
         dev = self._devices.get(f"{backend_name}:{device_id}")
         if dev is not None:
@@ -237,6 +239,16 @@ class Runtime:
             except Exception:  # a backend whose library is broken lists no devices
                 continue
         return out
+
+    def device_of(self, obj: Any) -> Device | None:
+        """The device whose backend claims `obj` as one of its native buffers (optional
+        ``claims(obj) -> device id | None`` of a backend); None when no backend does."""
+        for name, (b, _, _) in sorted(self.backends.items(), key=lambda kv: -kv[1][1]):
+            claims = getattr(b, "claims", None)
+            device_id = claims(obj) if claims is not None else None
+            if device_id is not None:
+                return self.device(f"{name}:{device_id}")
+        return None
 
     def default_device(self) -> Device:
         """The context override, else $TENFERRO_DEVICE, else numpy:cpu, else the top-priority backend."""

@@ -112,12 +112,21 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
 
 
 def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Tensor:
-    """Array API `from_dlpack`: share memory with any `__dlpack__` object where possible."""
+    """Array API `from_dlpack`: share memory with any `__dlpack__` object where possible.
+
+    Without `device`, a backend that claims x's type takes it (a torch.Tensor lands on
+    torch:<its device>, a NumPy array on numpy:cpu); anything else goes to the default device.
+    """
     if not hasattr(x, "__dlpack__"):
         raise ArgumentError(
             f"from_dlpack: expected an object with __dlpack__, got {type(x).__name__}"
         )
-    dev = resolve_device(device)
+    dev = None
+    if device is None:
+        from ..runtime import default_runtime
+
+        dev = default_runtime().device_of(x)
+    dev = dev or resolve_device(device)
     buf = dev.backend.from_dlpack(x, dev.id)
     shape, dtype = dev.backend.describe(buf)
     t = Tensor._new(buf, Aval(tuple(shape), dtype, dev))

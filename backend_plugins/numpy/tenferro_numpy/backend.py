@@ -43,6 +43,10 @@ class NumpyBackend:
             return kernel.func
         return kernel
 
+    def claims(self, obj: Any) -> str | None:
+        """NumPy arrays are this backend's buffers."""
+        return "cpu" if isinstance(obj, np.ndarray) else None
+
     def from_host(self, array: np.ndarray, device: str) -> np.ndarray:
         return array
 
