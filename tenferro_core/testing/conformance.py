@@ -32,6 +32,7 @@ Examples per (primitive, dtype) are a third of the active hypothesis profile's
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -163,15 +164,20 @@ def expect_failure(device: Any, error: type[Exception], tensors: list[Any], call
         assert_identical(host_of(t), values, "an operand of the failed op")
 
 
-def _parametrize(metafunc: Any, ctx: Ctx) -> None:
+def _parametrize(metafunc: Any, ctx: Ctx, only: Collection[str] | None = None,
+                 value_dtypes_exclude: Collection[str] = ()) -> None:
     """Parametrize a suite test by the primitives, dtypes, params or error cases it takes.
 
     Primitives without a spec are left out here; `test_catalog_is_covered` names them.
+    `only` restricts the value tests to the primitives a backend implements;
+    `value_dtypes_exclude` drops dtypes from them (see BackendConformance).
     """
     names = metafunc.fixturenames
     covered = [p for p in catalog.PRIMITIVES if p.name in SPECS]
     if "variant" in names:
-        params = [(p.name, d.name, v) for p in covered for d in ctx.dtypes
+        valued = [p for p in covered if only is None or p.name in only]
+        dtypes = [d for d in ctx.dtypes if d.name not in value_dtypes_exclude]
+        params = [(p.name, d.name, v) for p in valued for d in dtypes
                   if rule_accepts(p, SPECS[p.name], d, ctx) for v in _variants(p.name, d, ctx)]
         ids = [f"{p}-{d}" + (f"-to-{v}" if v else "") for p, d, v in params]
         metafunc.parametrize(("prim_name", "dtype_name", "variant"), params, ids=ids)
@@ -196,15 +202,25 @@ def _parametrize(metafunc: Any, ctx: Ctx) -> None:
 
 
 class BackendConformance:
-    """Subclass as ``Test...`` and set `device` to run the suite on that device."""
+    """Subclass as ``Test...`` and set `device` to run the suite on that device.
+
+    `primitives` (default: all) names the primitives the backend implements: the value and
+    kernel-table tests cover those, every other test all primitives (bad input is refused
+    before any kernel is looked up). `value_dtypes_exclude` names dtypes the NumPy
+    references cannot compute in (bfloat16: ml_dtypes' arrays have dtype kind 'V'); test
+    those values another way.
+    """
 
     device: Any = None
+    primitives: Collection[str] | None = None
+    value_dtypes_exclude: Collection[str] = ()
 
     # ---- collection ----------------------------------------------------
     def pytest_generate_tests(self, metafunc: Any) -> None:
-        if type(self).device is None:
-            raise pytest.UsageError(f"{type(self).__name__}: set the class attribute 'device'")
-        _parametrize(metafunc, context(resolve_device(type(self).device)))
+        cls = type(self)
+        if cls.device is None:
+            raise pytest.UsageError(f"{cls.__name__}: set the class attribute 'device'")
+        _parametrize(metafunc, context(resolve_device(cls.device)), cls.primitives, cls.value_dtypes_exclude)
 
     @property
     def dev(self) -> Any:
@@ -219,7 +235,9 @@ class BackendConformance:
         assert not names - with_errors, f"primitives without error cases: {sorted(names - with_errors)}"
 
     def test_backend_has_every_kernel(self) -> None:
-        missing = [p.name for p in catalog.PRIMITIVES if p not in self.dev.kernels]
+        only = type(self).primitives
+        missing = [p.name for p in catalog.PRIMITIVES
+                   if p not in self.dev.kernels and (only is None or p.name in only)]
         assert not missing, f"{self.dev} has no kernel for {missing}"
 
     # ---- values ----------------------------------------------------------

@@ -50,22 +50,24 @@ def _accepted(prim, dtype, nin: int) -> bool:
         return False
 
 
-def _elementwise_cases() -> list[ErrorCase]:
+def _elementwise_cases(ctx: Ctx) -> list[ErrorCase]:
     from .cases_elementwise import ELEMENTWISE_SPECS
 
     out = []
+    # the device's dtypes first, so a rejected-dtype case is one the device can express
+    dtypes = sorted((d for d in D.ALL_DTYPES if d is not D.bfloat16), key=lambda d: d not in ctx.dtypes)
     for name in ELEMENTWISE_SPECS:
         prim = catalog.BY_NAME[name]
         if name == "select":
             continue
         nin = prim.nin
-        ok = [d for d in D.ALL_DTYPES if d is not D.bfloat16 and _accepted(prim, d, nin)]
-        bad = [d for d in D.ALL_DTYPES if d is not D.bfloat16 and d not in ok]
+        ok = [d for d in dtypes if _accepted(prim, d, nin)]
+        bad = [d for d in dtypes if d not in ok]
         if bad:
             out.append(E(name, DTypeError, *[((2,), bad[0].name)] * nin, label=f"rejects-{bad[0].name}"))
         if nin >= 2:
             d = ok[0].name
-            other = next(o.name for o in D.ALL_DTYPES if o is not D.bfloat16 and o.name != d)
+            other = next(o.name for o in dtypes if o.name != d)
             out.append(E(name, ShapeError, ((2,), d), *[((3,), d)] * (nin - 1), label="shape-mismatch"))
             out.append(E(name, ShapeError, ((2,), d), *[((2, 1), d)] * (nin - 1), label="rank-mismatch"))
             out.append(E(name, DTypeError, ((2,), d), *[((2,), other)] * (nin - 1), label="dtype-mismatch"))
@@ -179,5 +181,5 @@ def unsupported_dtype_cases(ctx: Ctx) -> list[ErrorCase]:
 
 def error_cases(ctx: Ctx) -> list[ErrorCase]:
     """Every error case that the device can express (its dtypes)."""
-    cases = _elementwise_cases() + HANDWRITTEN + unsupported_dtype_cases(ctx)
+    cases = _elementwise_cases(ctx) + HANDWRITTEN + unsupported_dtype_cases(ctx)
     return [c for c in cases if c.applicable(ctx)]

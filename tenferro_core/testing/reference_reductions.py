@@ -48,7 +48,8 @@ def _fsum(vals: list) -> Any:
         return complex(_fsum([v.real for v in vals]), _fsum([v.imag for v in vals]))
     if all(math.isfinite(v) for v in vals):
         return math.fsum(vals)
-    return float(np.sum(np.asarray(vals, dtype=np.float64)))
+    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is nan, as in IEEE
+        return float(np.sum(np.asarray(vals, dtype=np.float64)))
 
 
 def _prod(vals: list) -> Any:
