@@ -1,0 +1,7 @@
+"""Hypothesis profiles (CI=true: 100 derandomized examples) for the example's tests."""
+
+from __future__ import annotations
+
+from tenferro_core.testing.profiles import load_profiles
+
+load_profiles()  # before the kit is imported: it sizes its tests from the active profile
