@@ -49,6 +49,11 @@ def _strategy(optimize: Any, n: int) -> Any:
         if not step or len(set(step)) != len(step) or not all(0 <= i < left for i in step):
             raise ArgumentError(f"einsum: invalid contraction step {step} in path {path} for {n} operands")
         left -= len(step) - 1
+    if left != 1:
+        raise ArgumentError(
+            f"einsum: path {path} leaves {left} operands of {n}; a path must contract them all "
+            f"into one (append the remaining steps, or pass optimize='auto')"
+        )
     return path
 
 

@@ -1,16 +1,18 @@
-"""Entry point of tenferro-einsum: the whole-contraction op with its NumPy kernel and AD rules.
-Equations it does not cover lower to core primitives and need nothing registered."""
+"""Entry point of tenferro-einsum: the whole-contraction op with its NumPy and torch kernels
+and AD rules. Equations it does not cover lower to core primitives and need nothing registered."""
 
 from __future__ import annotations
 
 from tenferro_core.plugins import hookimpl
 
 from .native import contract_jvp, contract_p, contract_transpose, numpy_contract
+from .torch_kernels import torch_contract
 
 
 @hookimpl
 def tenferro_register(registry) -> None:
     registry.add_op(contract_p)
     registry.add_kernel("numpy", contract_p, numpy_contract)
+    registry.add_kernel("torch", contract_p, torch_contract)
     registry.add_rule("jvp", contract_p, contract_jvp)
     registry.add_rule("transpose", contract_p, contract_transpose)

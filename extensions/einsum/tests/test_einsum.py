@@ -137,6 +137,8 @@ def test_bad_options_and_dtypes():
         einsum("ij,jk", a, a, optimize="fastest")
     with pytest.raises(ArgumentError, match="invalid contraction step"):
         einsum("ij,jk", a, a, optimize=[(0, 5)])
+    with pytest.raises(ArgumentError, match="leaves 2 operands"):
+        einsum("ab,bc,cd->ad", a, a, a, optimize=[(1, 2)])
     with pytest.raises(DTypeError, match="bool"):
         einsum("ij,jk", xp.asarray([[True]]), xp.asarray([[True]]))
     assert einsum("ij,jk", a, xp.ones((2, 2), dtype=xp.float32)).dtype == xp.float64

@@ -1,5 +1,6 @@
-"""Entry point of tenferro-fft: registers the ops, their NumPy-backend kernels (scipy.fft,
-imported on first use), their AD rules and the ``array_api.fft`` namespace."""
+"""Entry point of tenferro-fft: registers the ops, their kernels for the numpy backend
+(scipy.fft) and the torch backend (torch.fft), both imported on first use, their AD rules
+and the ``array_api.fft`` namespace."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from tenferro_core.plugins import hookimpl
 def tenferro_register(registry) -> None:
     import tenferro_fft
 
-    from . import _kernels, _ops, _rules
+    from . import _kernels, _ops, _rules, _torch_kernels
 
     for op in _ops.OPS:
         registry.add_op(op)
     for op, fn in _kernels.KERNELS.items():
         registry.add_kernel("numpy", op, fn)
+    for op, fn in _torch_kernels.KERNELS.items():
+        registry.add_kernel("torch", op, fn)
     for kind, op, fn in _rules.RULES:
         registry.add_rule(kind, op, fn)
     registry.add_namespace("fft", tenferro_fft)

@@ -1,7 +1,20 @@
-"""Hypothesis profiles for the tenferro-fft tests (shared with the root suite)."""
+"""Hypothesis profiles (shared with the root suite), and the devices the suite runs on: every
+test runs on numpy:cpu and, when the tenferro-torch backend is installed, on torch:cpu.
+
+A test module may narrow that with a module-level ``DEVICES`` tuple; single tests are
+narrowed by name in ``NUMPY_ONLY``, each with the reason.
+"""
 
 from __future__ import annotations
 
+from tenferro_core.testing.devices import backend_device, on_backends  # noqa: F401
 from tenferro_core.testing.profiles import load_profiles
 
 load_profiles()
+
+NUMPY_ONLY = {  # test name: why it runs on numpy:cpu only
+    "test_discovered_through_entry_points": "builds a runtime of the numpy backend alone",
+    "test_loading_the_plugin_does_not_import_scipy": "a subprocess: nothing device-specific to run twice",
+}
+
+pytest_generate_tests = on_backends(NUMPY_ONLY)

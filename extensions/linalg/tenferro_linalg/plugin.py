@@ -1,11 +1,12 @@
-"""Entry point of tenferro-linalg: registers the ops, their NumPy/SciPy kernels, their AD
+"""Entry point of tenferro-linalg: registers the ops, their NumPy/SciPy kernels (numpy
+backend) and torch.linalg kernels (torch backend, torch imported on first use), their AD
 rules and the ``array_api.linalg`` namespace."""
 
 from __future__ import annotations
 
 from tenferro_core.plugins import hookimpl
 
-from . import _decomp, _products, _solve
+from . import _decomp, _products, _solve, _torch_kernels
 
 MODULES = (_decomp, _solve, _products)
 
@@ -21,4 +22,6 @@ def tenferro_register(registry) -> None:
             registry.add_kernel("numpy", op, fn)
         for kind, op, fn in mod.RULES:
             registry.add_rule(kind, op, fn)
+    for op, fn in _torch_kernels.KERNELS.items():
+        registry.add_kernel("torch", op, fn)
     registry.add_namespace("linalg", tenferro_linalg)

@@ -1,7 +1,21 @@
-"""Hypothesis profiles for the tenferro-linalg tests (shared with the root suite)."""
+"""Hypothesis profiles (shared with the root suite), and the devices the suite runs on: every
+test runs on numpy:cpu and, when the tenferro-torch backend is installed, on torch:cpu.
+
+A test module may narrow that with a module-level ``DEVICES`` tuple; single tests are
+narrowed by name in ``NUMPY_ONLY``, each with the reason.
+"""
 
 from __future__ import annotations
 
+from tenferro_core.testing.devices import backend_device, on_backends  # noqa: F401
 from tenferro_core.testing.profiles import load_profiles
 
 load_profiles()
+
+NUMPY_ONLY = {  # test name: why it runs on numpy:cpu only
+    "test_diagonal_and_trace_match_numpy": "trace accumulates uint8 in uint64, which torch:cpu lacks",
+    "test_the_scipy_path_for_big_matrices": "patches the NumPy kernels' size threshold",
+    "test_scipy_path_for_single_large_matrices": "the NumPy kernels' SciPy path for big matrices",
+}
+
+pytest_generate_tests = on_backends(NUMPY_ONLY)
