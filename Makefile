@@ -37,7 +37,8 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 	touch $@
 
 bench: $(BENCH_STAMP)
-	cd bench && ../$(BIN)/python eager_overhead.py && ../$(BIN)/python ad_overhead.py && ../$(BIN)/python opfamilies.py
+	cd bench && ../$(BIN)/python eager_overhead.py && ../$(BIN)/python ad_overhead.py && ../$(BIN)/python opfamilies.py \
+		&& ../$(BIN)/python backends.py
 
 clean:
 	rm -rf $(VENV) .hypothesis
