@@ -39,6 +39,18 @@ def chain(x, mod):
     return x
 
 
+def mlp_data(rng):
+    """Parameters, inputs and one-hot labels of the 784-512-512-10 MLP, batch 128, float32."""
+    sizes = [(784, 512), (512, 512), (512, 10)]
+    p = {}
+    for i, (m, n) in enumerate(sizes, 1):
+        p[f"w{i}"] = (rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32)
+        p[f"b{i}"] = np.zeros(n, np.float32)
+    x = rng.standard_normal((128, 784)).astype(np.float32)
+    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 128)]
+    return p, x, y
+
+
 def mlp_loss(params, x, y, mod, softmax_ce):
     h = mod.tanh(x @ params["w1"] + params["b1"])
     h = mod.tanh(h @ params["w2"] + params["b2"])
@@ -78,13 +90,7 @@ def main() -> None:
              bench(torch_chain), bench(lambda: jax_grad_chain(xj).block_until_ready()))]
 
     # ---- MLP ---------------------------------------------------------------------
-    sizes = [(784, 512), (512, 512), (512, 10)]
-    p_np = {}
-    for i, (m, n) in enumerate(sizes, 1):
-        p_np[f"w{i}"] = (rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32)
-        p_np[f"b{i}"] = np.zeros(n, np.float32)
-    x_np = rng.standard_normal((128, 784)).astype(np.float32)
-    y_np = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 128)]
+    p_np, x_np, y_np = mlp_data(rng)
 
     def ce_tf(logits, y):
         m = xp.max(logits, axis=1, keepdims=True)

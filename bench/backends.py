@@ -12,7 +12,7 @@ import os
 import platform
 
 import numpy as np
-from ad_overhead import bench, mlp_loss  # noqa: I001  (same folder)
+from ad_overhead import bench, mlp_data, mlp_loss  # noqa: I001  (same folder)
 from eager_overhead import cpu_name
 
 import tenferro_ad as ad
@@ -26,19 +26,8 @@ def _ce_tf(logits, y):
     return -xp.mean(xp.sum(y * (logits - lse), axis=1))
 
 
-def _mlp_data(rng):
-    sizes = [(784, 512), (512, 512), (512, 10)]
-    p = {}
-    for i, (m, n) in enumerate(sizes, 1):
-        p[f"w{i}"] = (rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32)
-        p[f"b{i}"] = np.zeros(n, np.float32)
-    x = rng.standard_normal((128, 784)).astype(np.float32)
-    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 128)]
-    return p, x, y
-
-
 def mlp_rows(rng, torch) -> list[tuple]:
-    p_np, x_np, y_np = _mlp_data(rng)
+    p_np, x_np, y_np = mlp_data(rng)
 
     def tenferro(device):
         p = {k: xp.asarray(v, device=device) for k, v in p_np.items()}
