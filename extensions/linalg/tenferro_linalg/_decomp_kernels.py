@@ -215,7 +215,7 @@ def lu_pivots_to_permutation(piv, *, size):
     return perm
 
 
-def _check_singular(name: str, diag: np.ndarray) -> None:
+def check_singular(name: str, diag: np.ndarray) -> None:
     if not diag.all():
         raise LinAlgError(
             f"linalg.{name}: the matrix is singular (a zero on the diagonal of its triangular "
@@ -228,7 +228,7 @@ def lu_solve(lu, piv, b, *, trans):
     n = lu.shape[-1]
     if b.size == 0 or n == 0:
         return np.zeros(b.shape, b.dtype)
-    _check_singular("lu_solve", np.diagonal(lu, axis1=-2, axis2=-1))
+    check_singular("lu_solve", np.diagonal(lu, axis1=-2, axis2=-1))
     if piv.min() < 0 or piv.max() >= n:
         raise LinAlgError(f"linalg.lu_solve: pivots must lie in [0, {n}), got values in "
                           f"[{piv.min()}, {piv.max()}]; pass the pivots lu_factor returned")
@@ -245,7 +245,7 @@ def solve_triangular(a, b, *, lower, unit_diagonal, trans):
     if b.size == 0 or a.shape[-1] == 0:
         return np.zeros(b.shape, b.dtype)
     if not unit_diagonal:
-        _check_singular("solve_triangular", np.diagonal(a, axis1=-2, axis2=-1))
+        check_singular("solve_triangular", np.diagonal(a, axis1=-2, axis2=-1))
     trtrs = _lapack("trtrs", a)
 
     def one(t, rhs):
@@ -282,5 +282,5 @@ def expm_frechet(a, e):
     return _each(one, a.shape[:-2], a, e)[0].astype(e.dtype, copy=False)
 
 
-__all__ = ["BIG", "cholesky", "eig", "eigh", "eigvals", "eigvalsh", "expm", "expm_frechet", "lu_factor",
-           "lu_pivots_to_permutation", "lu_solve", "qr", "solve_triangular", "svd", "svdvals"]
+__all__ = ["BIG", "check_singular", "cholesky", "eig", "eigh", "eigvals", "eigvalsh", "expm", "expm_frechet",
+           "lu_factor", "lu_pivots_to_permutation", "lu_solve", "qr", "solve_triangular", "svd", "svdvals"]

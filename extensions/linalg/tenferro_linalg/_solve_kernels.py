@@ -22,7 +22,7 @@ from ._solve_ops import adjugate_p, det_p, inv_p, lstsq_p, pinv_p, slogdet_p, so
 
 SCIPY_MIN_N = 128
 
-_SINGULAR = ("x1 is singular (an exact zero pivot in its LU factorization), so {what} is not "
+SINGULAR = ("x1 is singular (an exact zero pivot in its LU factorization), so {what} is not "
              "unique; use linalg.lstsq or linalg.pinv for a least-squares answer")
 
 
@@ -62,7 +62,7 @@ def solve_kernel(a: np.ndarray, b: np.ndarray, *, singular: str = "raise") -> np
         out = _solve_each(a, b)
     except np.linalg.LinAlgError as exc:
         if singular == "raise":
-            raise LinAlgError(f"linalg.solve: {_SINGULAR.format(what='the solution')} ({exc})") from None
+            raise LinAlgError(f"linalg.solve: {SINGULAR.format(what='the solution')} ({exc})") from None
         out = np.empty(b.shape, b.dtype)  # NaN for the singular members, solve the others
         for i in np.ndindex(a.shape[:-2]):
             try:
@@ -82,7 +82,7 @@ def inv_kernel(x: np.ndarray) -> np.ndarray:
         else:
             out = np.linalg.inv(x)
     except np.linalg.LinAlgError as exc:
-        raise LinAlgError(f"linalg.inv: {_SINGULAR.format(what='an inverse')} ({exc})") from None
+        raise LinAlgError(f"linalg.inv: {SINGULAR.format(what='an inverse')} ({exc})") from None
     return out.astype(x.dtype, copy=False)
 
 
@@ -170,4 +170,4 @@ KERNELS = {
     lstsq_p: lstsq_kernel,
 }
 
-__all__ = ["KERNELS", "SCIPY_MIN_N"]
+__all__ = ["KERNELS", "SCIPY_MIN_N", "SINGULAR"]

@@ -31,8 +31,8 @@ from tenferro_core.errors import LinAlgError
 
 from . import _decomp_ops as O
 from . import _solve_ops as S
-from ._decomp_kernels import _check_singular
-from ._solve_kernels import _SINGULAR
+from ._decomp_kernels import check_singular
+from ._solve_kernels import SINGULAR
 
 
 def _require_finite(name: str, *ts: Any) -> None:
@@ -228,7 +228,7 @@ def lu_solve(lu, piv, b, *, trans=0):
     n = lu.shape[-1]
     if b.numel() == 0 or n == 0:
         return torch.zeros_like(b)
-    _check_singular("lu_solve", torch.diagonal(lu, dim1=-2, dim2=-1))
+    check_singular("lu_solve", torch.diagonal(lu, dim1=-2, dim2=-1))
     _check_pivots("linalg.lu_solve", piv, n)
     factors = lu.conj() if trans == 1 else lu
     return torch.linalg.lu_solve(factors, piv + 1, b, adjoint=trans != 0)
@@ -241,7 +241,7 @@ def solve_triangular(a, b, *, lower=False, unit_diagonal=False, trans=0):
     if b.numel() == 0 or a.shape[-1] == 0:
         return torch.zeros_like(b)
     if not unit_diagonal:
-        _check_singular("solve_triangular", torch.diagonal(a, dim1=-2, dim2=-1))
+        check_singular("solve_triangular", torch.diagonal(a, dim1=-2, dim2=-1))
     t, upper = (a, not lower) if trans == 0 else (a.mT if trans == 1 else a.mH, lower)
     return torch.linalg.solve_triangular(t, b, upper=upper, unitriangular=unit_diagonal)
 
@@ -284,7 +284,7 @@ def solve(a, b, *, singular="raise"):
     bad = info != 0
     if bad.numel() and bool(bad.any()):
         if singular == "raise":
-            raise LinAlgError(f"linalg.solve: {_SINGULAR.format(what='the solution')} (Singular matrix)")
+            raise LinAlgError(f"linalg.solve: {SINGULAR.format(what='the solution')} (Singular matrix)")
         x = torch.where(bad[..., None, None], torch.nan, x)  # NaN for the singular members only
     return x
 
@@ -295,7 +295,7 @@ def inv(x):
     _require_finite("inv", x)
     out, info = torch.linalg.inv_ex(x)
     if info.numel() and bool((info != 0).any()):
-        raise LinAlgError(f"linalg.inv: {_SINGULAR.format(what='an inverse')} (Singular matrix)")
+        raise LinAlgError(f"linalg.inv: {SINGULAR.format(what='an inverse')} (Singular matrix)")
     return out
 
 
