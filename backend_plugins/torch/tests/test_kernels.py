@@ -57,6 +57,7 @@ SPECIAL_POINTS = [
     ("rem", (np.array([1.0, np.inf, 1.0, -7.5]), np.array([0.0, 2.0, np.inf, 2.0]))),
     ("pow", (np.array([2, -1, -1, 1, 0, 3, 5], np.int16), np.array([-1, -3, -4, -9, -2, 20, 0], np.int16))),
     ("pow", (np.array([np.nan, 1.0, -8.0]), np.array([0.0, np.nan, 1 / 3]))),
+    ("pow", (np.array([0j, 0j, 2 + 1j, np.nan + 0j]), np.array([0j, 2 + 0j, 0j, 0j]))),  # x ** 0 = 1
     ("shift_left", (np.array([1, -1, 3, 5], np.int8), np.array([8, -1, 7, 2], np.int8))),
     ("shift_right", (np.array([-4, 4, -4, -128], np.int8), np.array([-1, 9, 8, 7], np.int8))),
     ("shift_right", (np.array([255, 128], np.uint8), np.array([8, 7], np.uint8))),

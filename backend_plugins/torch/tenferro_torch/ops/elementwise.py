@@ -41,6 +41,12 @@ def _int_rem(x, y):
     return torch.fmod(x, torch.where(special, 1, y))
 
 
+def _complex_pow(x, y):
+    """torch gives NaN for complex 0 ** 0; the primitive (and NumPy) gives 1 for any x ** 0."""
+    out = torch.pow(x, y)
+    return torch.where(y == 0, torch.ones((), dtype=out.dtype, device=out.device), out)
+
+
 def _signed_pow(x, y):
     neg = y < 0
     out = torch.pow(x, torch.where(neg, 0, y))
@@ -87,7 +93,7 @@ KERNELS = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul,
     "div": by_kind(fc=torch.div, i=_signed_div, u=_unsigned_div),
     "rem": by_kind(f=torch.fmod, iu=_int_rem),
-    "pow": by_kind(fc=torch.pow, u=torch.pow, i=_signed_pow),
+    "pow": by_kind(f=torch.pow, c=_complex_pow, u=torch.pow, i=_signed_pow),
     "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
     "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
     "logical_and": torch.logical_and, "logical_or": torch.logical_or,
