@@ -31,14 +31,14 @@ def on_backends(numpy_only: Mapping[str, str]) -> Callable[[Any], None]:
             devices = devices[:1]
         wanted = getattr(metafunc.module, "DEVICES", devices)
         devices = [d for d in devices if d in wanted]
-        metafunc.parametrize("backend_device", devices, indirect=True, scope="session")
+        metafunc.parametrize("backend_device", devices, indirect=True, scope="module")
 
     return pytest_generate_tests
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def backend_device(request: Any) -> Any:
-    """The default device of the test (session scope: one switch per device and worker, and
+    """The default device of the test (module scope: set and restored around each module, and
     hypothesis accepts it with @given)."""
     from tenferro_runtime import default_device
 
