@@ -5,9 +5,6 @@ suite, which runs on both backends (conftest.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -16,6 +13,7 @@ from hypothesis import strategies as st
 pytest.importorskip("tenferro_torch")
 import torch  # noqa: E402
 
+from tenferro_core.testing.subprocess_check import imports_module
 from tenferro_einsum.torch_kernels import pairwise_path, sum_product, torch_contract  # noqa: E402
 
 DEVICES = ("torch:cpu",)
@@ -23,11 +21,10 @@ LETTERS = "abcdefg"
 
 
 def test_registered_without_importing_torch():
-    code = ("import sys\nfrom tenferro_runtime import Runtime\n"
+    code = ("from tenferro_runtime import Runtime\n"
             "rt = Runtime.from_entry_points(allow=['numpy', 'torch', 'einsum'])\n"
-            "assert ('torch', 'tenferro_einsum.contract.v1') in rt.kernels\nprint('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False", out.stderr
+            "assert ('torch', 'tenferro_einsum.contract.v1') in rt.kernels")
+    assert not imports_module(code, "torch")
 
 
 @pytest.mark.parametrize("path,n,want", [
