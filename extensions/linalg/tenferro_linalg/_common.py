@@ -65,24 +65,31 @@ def real_dtype(dtype: D.DType) -> D.DType:
 # ---- kernels: errors and non-finite input -------------------------------------------------
 
 
+def non_finite_error(name: str) -> LinAlgError:
+    """The error of every kernel (any backend) given NaN/inf input."""
+    return LinAlgError(
+        f"linalg.{name}: the input holds NaN or inf; LAPACK needs finite values. Check the "
+        f"input (e.g. with isfinite) before calling linalg.{name}"
+    )
+
+
 def require_finite(name: str, *arrays: np.ndarray) -> None:
     """LAPACK may loop forever or return garbage on NaN/inf: refuse such input up front."""
     for a in arrays:
         if a.size and not np.isfinite(a).all():
-            raise LinAlgError(
-                f"linalg.{name}: the input holds NaN or inf; LAPACK needs finite values. Check the "
-                f"input (e.g. with isfinite) before calling linalg.{name}"
-            )
+            raise non_finite_error(name)
 
 
 @contextmanager
-def lapack_errors(name: str, hint: str = "") -> Iterator[None]:
-    """Turn numpy/scipy LinAlgError into tenferro's LinAlgError."""
+def lapack_errors(name: str, hint: str = "",
+                  errors: tuple[type[BaseException], ...] = (np.linalg.LinAlgError,)) -> Iterator[None]:
+    """Turn the library's failure (`errors`: numpy/scipy LinAlgError by default, a backend
+    passes its own) into tenferro's LinAlgError."""
     try:
         yield
     except LinAlgError:
         raise
-    except np.linalg.LinAlgError as exc:
+    except errors as exc:
         raise LinAlgError(f"linalg.{name} failed: {exc}{'; ' + hint if hint else ''}") from None
 
 
@@ -157,5 +164,6 @@ def _triangle(x: Any, k: int, lower: bool) -> Any:
 
 __all__ = [
     "FAMILY", "LAPACK_DTYPES", "check_float", "check_matrix", "diag_embed", "diag_part", "eye_like",
-    "lapack_errors", "mH", "mT", "matmul", "op_name", "real_dtype", "require_finite", "tril", "triu",
+    "lapack_errors", "mH", "mT", "matmul", "non_finite_error", "op_name", "real_dtype", "require_finite",
+    "tril", "triu",
 ]

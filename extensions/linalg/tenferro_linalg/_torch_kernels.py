@@ -22,8 +22,7 @@ Where torch has no routine with the op's semantics it is built from torch routin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
@@ -31,6 +30,7 @@ from tenferro_core.errors import LinAlgError
 
 from . import _decomp_ops as O
 from . import _solve_ops as S
+from ._common import lapack_errors, non_finite_error
 from ._decomp_kernels import check_singular
 from ._solve_kernels import SINGULAR
 
@@ -50,21 +50,14 @@ def _require_finite(name: str, *ts: Any) -> None:
             lo, hi = torch.aminmax(torch.view_as_real(t) if t.is_complex() else t)
             ok = torch.isfinite(lo) & torch.isfinite(hi)
         if not bool(ok):
-            raise LinAlgError(
-                f"linalg.{name}: the input holds NaN or inf; LAPACK needs finite values. Check "
-                f"the input (e.g. with isfinite) before calling linalg.{name}"
-            )
+            raise non_finite_error(name)
 
 
-@contextmanager
-def _torch_errors(name: str, hint: str = "") -> Iterator[None]:
+def _torch_errors(name: str, hint: str = "") -> Any:
     """torch.linalg.LinAlgError (no convergence) as tenferro's LinAlgError."""
     import torch
 
-    try:
-        yield
-    except torch.linalg.LinAlgError as exc:
-        raise LinAlgError(f"linalg.{name} failed: {exc}{'; ' + hint if hint else ''}") from None
+    return lapack_errors(name, hint, errors=(torch.linalg.LinAlgError,))
 
 
 def _materialized(fn: Callable[..., Any]) -> Callable[..., Any]:
