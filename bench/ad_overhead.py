@@ -51,6 +51,13 @@ def mlp_data(rng):
     return p, x, y
 
 
+def ce_tf(logits, y):
+    """Softmax cross-entropy with the Array API namespace (stable log-sum-exp)."""
+    m = xp.max(logits, axis=1, keepdims=True)
+    lse = xp.log(xp.sum(xp.exp(logits - m), axis=1, keepdims=True)) + m
+    return -xp.mean(xp.sum(y * (logits - lse), axis=1))
+
+
 def mlp_loss(params, x, y, mod, softmax_ce):
     h = mod.tanh(x @ params["w1"] + params["b1"])
     h = mod.tanh(h @ params["w2"] + params["b2"])
@@ -91,11 +98,6 @@ def main() -> None:
 
     # ---- MLP ---------------------------------------------------------------------
     p_np, x_np, y_np = mlp_data(rng)
-
-    def ce_tf(logits, y):
-        m = xp.max(logits, axis=1, keepdims=True)
-        lse = xp.log(xp.sum(xp.exp(logits - m), axis=1, keepdims=True)) + m
-        return -xp.mean(xp.sum(y * (logits - lse), axis=1))
 
     p_tf = {k: xp.asarray(v) for k, v in p_np.items()}
     x_tf, y_tf = xp.asarray(x_np), xp.asarray(y_np)

@@ -12,18 +12,12 @@ import os
 import platform
 
 import numpy as np
-from ad_overhead import bench, mlp_data, mlp_loss  # noqa: I001  (same folder)
+from ad_overhead import bench, ce_tf, mlp_data, mlp_loss  # noqa: I001  (same folder)
 from eager_overhead import cpu_name
 
 import tenferro_ad as ad
 from tenferro_einsum import einsum
 from tenferro_runtime import array_api as xp
-
-
-def _ce_tf(logits, y):
-    m = xp.max(logits, axis=1, keepdims=True)
-    lse = xp.log(xp.sum(xp.exp(logits - m), axis=1, keepdims=True)) + m
-    return -xp.mean(xp.sum(y * (logits - lse), axis=1))
 
 
 def mlp_rows(rng, torch) -> list[tuple]:
@@ -32,12 +26,12 @@ def mlp_rows(rng, torch) -> list[tuple]:
     def tenferro(device):
         p = {k: xp.asarray(v, device=device) for k, v in p_np.items()}
         x, y = xp.asarray(x_np, device=device), xp.asarray(y_np, device=device)
-        grad = ad.grad(lambda q: mlp_loss(q, x, y, xp, _ce_tf))
+        grad = ad.grad(lambda q: mlp_loss(q, x, y, xp, ce_tf))
 
         def tape():
             with ad.GradientTape() as t:
                 t.watch(p)
-                loss = mlp_loss(p, x, y, xp, _ce_tf)
+                loss = mlp_loss(p, x, y, xp, ce_tf)
             return t.gradient(loss, p)
 
         return (lambda: grad(p)), tape
