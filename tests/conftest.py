@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenferro_core.testing.profiles import load_profiles
+from tenferro_runtime.testing.profiles import load_profiles
 
 load_profiles()
 

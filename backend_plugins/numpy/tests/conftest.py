@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tenferro_core.testing.profiles import load_profiles
+from tenferro_runtime.testing.profiles import load_profiles
 
 load_profiles()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenferro_core.testing.conformance import BackendConformance
+from tenferro_runtime.testing.conformance import BackendConformance
 
 
 class TestNumpyConformance(BackendConformance):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenferro_core.testing.profiles import load_profiles
+from tenferro_runtime.testing.profiles import load_profiles
 from tenferro_torch.discovery import cuda_device_count
 
 load_profiles()

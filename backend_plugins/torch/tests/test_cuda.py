@@ -12,9 +12,9 @@ import tenferro_ad as ad
 from tenferro_core import dtypes as D
 from tenferro_core.energy import EnergyTelemetry
 from tenferro_core.errors import DeviceError
-from tenferro_core.testing.reference_reductions import conv_values
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import default_runtime, lax
+from tenferro_runtime.testing.reference_reductions import conv_values
 from tenferro_torch.backend import TorchBackend
 
 GPU = "torch:cuda:0"

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 from tenferro_core import catalog
 from tenferro_core import dtypes as D
-from tenferro_core.testing.cases import rule_accepts
-from tenferro_core.testing.conformance import SPECS, context, host_of, present, resolve_device
-from tenferro_core.testing.reference import REFERENCE
-from tenferro_core.testing.strategies import layouts
-from tenferro_core.testing.tolerance import assert_close, assert_identical
 from tenferro_runtime import array_api as xp
+from tenferro_runtime.testing.cases import rule_accepts
+from tenferro_runtime.testing.conformance import SPECS, context, host_of, present, resolve_device
+from tenferro_runtime.testing.reference import REFERENCE
+from tenferro_runtime.testing.strategies import layouts
+from tenferro_runtime.testing.tolerance import assert_close, assert_identical
 
 DEVICE = "torch:cpu"
 BF16 = D.bfloat16

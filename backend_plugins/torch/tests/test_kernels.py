@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from tenferro_core import dtypes as D
-from tenferro_core.testing.reference import REFERENCE
-from tenferro_core.testing.reference_reductions import conv_values
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import lax
+from tenferro_runtime.testing.reference import REFERENCE
+from tenferro_runtime.testing.reference_reductions import conv_values
 from tenferro_torch.ops.reductions import int_matmul
 
 DEVICE = "torch:cpu"

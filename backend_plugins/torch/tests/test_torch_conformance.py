@@ -8,7 +8,7 @@ on the exact float32 values instead.
 
 from __future__ import annotations
 
-from tenferro_core.testing.conformance import BackendConformance
+from tenferro_runtime.testing.conformance import BackendConformance
 from tenferro_torch.discovery import cuda_device_count
 
 

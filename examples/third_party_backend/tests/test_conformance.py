@@ -7,7 +7,7 @@ error, transfer and telemetry tests run for every primitive.
 
 from __future__ import annotations
 
-from tenferro_core.testing.conformance import BackendConformance
+from tenferro_runtime.testing.conformance import BackendConformance
 
 from tenferro_mini import KERNEL_NAMES
 

@@ -15,9 +15,9 @@ from hypothesis.extra.numpy import arrays
 from tenferro_core import catalog
 from tenferro_core.errors import DTypeError, MissingKernelError
 from tenferro_core.plugins import hookimpl
-from tenferro_core.testing.conformance import context, probe_tensors
 from tenferro_runtime import Runtime, default_runtime, use_runtime
 from tenferro_runtime import array_api as xp
+from tenferro_runtime.testing.conformance import context, probe_tensors
 
 from tenferro_mini import KERNEL_NAMES, MiniBackend, MiniBuffer
 from tenferro_mini.backend import JOULES_PER_BYTE, JOULES_PER_FLOP

@@ -7,8 +7,8 @@ narrowed by name in ``NUMPY_ONLY``, each with the reason.
 
 from __future__ import annotations
 
-from tenferro_core.testing.devices import backend_device, on_backends  # noqa: F401
-from tenferro_core.testing.profiles import load_profiles
+from tenferro_runtime.testing.devices import backend_device, on_backends  # noqa: F401
+from tenferro_runtime.testing.profiles import load_profiles
 
 load_profiles()
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 pytest.importorskip("tenferro_torch")
 import torch  # noqa: E402
 
-from tenferro_core.testing.subprocess_check import imports_module
 from tenferro_einsum.torch_kernels import pairwise_path, sum_product, torch_contract  # noqa: E402
+from tenferro_runtime.testing.subprocess_check import imports_module
 
 DEVICES = ("torch:cpu",)
 LETTERS = "abcdefg"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from tenferro_core.testing.strategies import Layout, layouts
 from tenferro_runtime import array_api as xp
+from tenferro_runtime.testing.strategies import Layout, layouts
 
 REAL = ("float32", "float64")
 COMPLEX = ("complex64", "complex128")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 import tenferro_fft
-from tenferro_core.testing.subprocess_check import imports_module
 from tenferro_runtime import Runtime, use_runtime
 from tenferro_runtime import array_api as xp
+from tenferro_runtime.testing.subprocess_check import imports_module
 
 OPS = ("tenferro_fft.fft.v1", "tenferro_fft.rfft.v1", "tenferro_fft.irfft.v1")
 

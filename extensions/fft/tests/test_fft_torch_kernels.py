@@ -10,8 +10,8 @@ import pytest
 from fft_cases import COMPLEX, REAL, complex_of, real_of
 
 import tenferro_fft as F
-from tenferro_core.testing.subprocess_check import imports_module
 from tenferro_runtime import array_api as xp
+from tenferro_runtime.testing.subprocess_check import imports_module
 
 pytest.importorskip("tenferro_torch")
 

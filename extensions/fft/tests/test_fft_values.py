@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 import tenferro_fft as F
 from tenferro_core.errors import ShapeError
-from tenferro_core.testing.strategies import CONTIGUOUS
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.graph import eval_graph, trace
+from tenferro_runtime.testing.strategies import CONTIGUOUS
 
 # name: (input dtypes, output dtype of input dtype, complex-to-real (default n = 2*(m-1)))
 ONE_D = {

@@ -12,10 +12,10 @@ from linalg_cases import rand
 
 import tenferro_linalg as la
 from tenferro_core.errors import LinAlgError
-from tenferro_core.testing.subprocess_check import imports_module
 from tenferro_linalg import _decomp_ops as D
 from tenferro_linalg import _solve_ops as S
 from tenferro_runtime import array_api as xp
+from tenferro_runtime.testing.subprocess_check import imports_module
 
 pytest.importorskip("tenferro_torch")
 

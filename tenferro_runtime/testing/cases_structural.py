@@ -8,10 +8,11 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from .. import catalog
-from .. import dtypes as D
-from ..dtypes import DType
-from ..errors import DTypeError
+from tenferro_core import catalog
+from tenferro_core import dtypes as D
+from tenferro_core.dtypes import DType
+from tenferro_core.errors import DTypeError
+
 from .cases import Case, Ctx, Spec, av, same_probe, spec_table
 from .numerics import QUIET
 from .reference_structural import scatter_candidates

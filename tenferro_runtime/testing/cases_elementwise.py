@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import dtypes as D
-from ..dtypes import DType
+from tenferro_core import dtypes as D
+from tenferro_core.dtypes import DType
+
 from .cases import Case, Ctx, Spec, av, same_probe, spec_table
 from .strategies import DEFAULT, Domain, arrays, shapes
 

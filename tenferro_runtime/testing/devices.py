@@ -3,7 +3,7 @@ installed, torch:cpu (the op-family suites use it).
 
 In a conftest.py::
 
-    from tenferro_core.testing.devices import backend_device, on_backends  # noqa: F401
+    from tenferro_runtime.testing.devices import backend_device, on_backends  # noqa: F401
     pytest_generate_tests = on_backends({"test_name": "why it runs on numpy:cpu only"})
 
 A test module may narrow the devices with a module-level ``DEVICES`` tuple.

@@ -1,8 +1,8 @@
-"""tenferro_core.testing: the backend conformance kit.
+"""tenferro_runtime.testing: the backend conformance kit.
 
 A backend package checks its device against the NumPy reference with::
 
-    from tenferro_core.testing.conformance import BackendConformance
+    from tenferro_runtime.testing.conformance import BackendConformance
 
     class TestMyBackendConformance(BackendConformance):
         device = "mybackend:gpu0"
@@ -17,8 +17,8 @@ Modules:
 * `strategies` - shapes, dtype-aware values and non-contiguous layouts;
 * `tolerance` - dtype-aware result comparison.
 
-The kit needs pytest and hypothesis and runs tensors through
-`tenferro_runtime` (imported lazily); `tenferro_core` itself never imports it.
+The kit needs pytest and hypothesis (the ``testing`` extra: ``pip install
+"tenferro[testing]"``); `tenferro_core` never imports it, nor anything above it.
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from .. import catalog
-from ..dtypes import DType
-from ..errors import ShapeError
+from tenferro_core import catalog
+from tenferro_core.dtypes import DType
+from tenferro_core.errors import ShapeError
+
 from .cases import Case, Ctx, Spec, av, same_probe, spec_table
 from .numerics import QUIET
 from .reference_reductions import REDUCTION_REFERENCE, conv_values, dot_subscripts

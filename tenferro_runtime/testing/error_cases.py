@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import catalog
-from .. import dtypes as D
-from ..errors import ArgumentError, AxisError, DTypeError, ShapeError
+from tenferro_core import catalog
+from tenferro_core import dtypes as D
+from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeError
+
 from .cases import Ctx, av
 
 F, F64, I, B, C = "float32", "float64", "int32", "bool", "complex64"

@@ -3,7 +3,7 @@
 A backend package runs it by subclassing `BackendConformance` in one of its
 test modules and naming the device::
 
-    from tenferro_core.testing.conformance import BackendConformance
+    from tenferro_runtime.testing.conformance import BackendConformance
 
     class TestMyBackendConformance(BackendConformance):
         device = "mybackend:gpu0"        # a device name or a tenferro_runtime Device
@@ -17,7 +17,7 @@ supports (``test_matches_reference[add-float32]``). What is checked:
 * for each primitive and each device dtype its shape rule accepts, results on
   hypothesis-drawn inputs (0-d, 0-size, size-1 axes, non-contiguous views made
   with the backend's own transpose / strided slice / reverse) match
-  `tenferro_core.testing.reference` with dtype-aware tolerances, the result
+  `tenferro_runtime.testing.reference` with dtype-aware tolerances, the result
   buffer's shape and dtype match the primitive's abstract_eval, and inputs are
   left unchanged;
 * dtypes the rule rejects, and the bad inputs of `error_cases`, raise the
@@ -40,12 +40,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .. import catalog
-from .. import dtypes as D
-from ..energy import EnergyTelemetry
-from ..errors import ArgumentError, DeviceError, DTypeError
-from ..plugins import hookimpl
-from ..primitive import REQUIRED
+from tenferro_core import catalog
+from tenferro_core import dtypes as D
+from tenferro_core.energy import EnergyTelemetry
+from tenferro_core.errors import ArgumentError, DeviceError, DTypeError
+from tenferro_core.plugins import hookimpl
+from tenferro_core.primitive import REQUIRED
+
 from .cases import Ctx, rule_accepts
 from .cases_elementwise import ELEMENTWISE_SPECS
 from .cases_reductions import REDUCTION_SPECS

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dtypes import DType
+from tenferro_core.dtypes import DType
 
 
 @dataclass(frozen=True)

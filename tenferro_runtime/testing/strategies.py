@@ -19,7 +19,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from ..dtypes import DType
+from tenferro_core.dtypes import DType
 
 SIDES = (2, 1, 3, 0, 4, 2, 3, 1, 2)
 FLOAT_SPECIALS = (math.nan, math.inf, -math.inf, 0.0, -0.0)

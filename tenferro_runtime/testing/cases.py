@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes as D
-from ..avals import Aval
-from ..dtypes import DType
-from ..errors import DTypeError
-from ..primitive import Primitive
+from tenferro_core import dtypes as D
+from tenferro_core.avals import Aval
+from tenferro_core.dtypes import DType
+from tenferro_core.errors import DTypeError
+from tenferro_core.primitive import Primitive
 
 
 @dataclass(frozen=True)
