@@ -50,6 +50,16 @@ class MissingExtensionError(TenferroError, AttributeError):
     """An op family (linalg, fft, ...) is used but its package is not installed."""
 
 
+class KernelError(TenferroError, RuntimeError):
+    """A backend kernel raised, or returned a result that does not match the op's abstract
+    eval (buffer type, shape, dtype). Names primitive, backend and device; the kernel's own
+    exception is chained as ``__cause__``."""
+
+
+class KernelMemoryError(KernelError, MemoryError):
+    """A kernel could not allocate its result (also a `MemoryError`, on every backend)."""
+
+
 class LinAlgError(TenferroError, _np.linalg.LinAlgError):
     """A matrix is singular or not positive definite, a decomposition did not converge, or
     its input holds NaN/inf. Also a `numpy.linalg.LinAlgError` (a ValueError)."""
@@ -77,6 +87,8 @@ __all__ = [
     "DeviceError",
     "MissingKernelError",
     "MissingRuleError",
+    "KernelError",
+    "KernelMemoryError",
     "MissingExtensionError",
     "LinAlgError",
     "ConcretizationError",
