@@ -27,10 +27,12 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 
+# Every kernel result is checked against its op's abstract eval (TENFERRO_CHECK_KERNELS=1).
 # One BLAS/OpenMP thread per pytest worker: JOBS workers on JOBS cores, and NumPy's and
 # SciPy's separate OpenBLAS pools otherwise oversubscribe them (small LAPACK calls slow 100x).
 test: setup lint
-	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS)
+	TENFERRO_CHECK_KERNELS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+		$(BIN)/python -m pytest -n $(JOBS)
 
 $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt

@@ -6,6 +6,13 @@ JVP rule:       ``jvp(primals, tangents, **params) -> (primal_out, tangent_out)`
     multi-result primitives both outputs are tuples. Rules are written with
     `tenferro_runtime.lax`, so they can be traced and differentiated again.
 
+Linear op:      no jvp rule needed; `tenferro_ad.jvp.linear_jvp` derives it from
+    `Primitive.linear` (the operands the op is jointly linear in).
+
+VJP rule:       ``vjp(primals, **params) -> (primal_out, backward)`` with ``backward(ct)`` a
+    tuple with one cotangent per operand (None for a zero one); tuples for multi-result
+    primitives. Reverse mode only: it becomes a `custom_vjp`-style linear op.
+
 Transpose rule: ``transpose(ct, *operands, **params) -> tuple`` with one entry per
     operand: the cotangent for each `UndefinedPrimal` operand (a Tensor or `Zero`),
     None for the others. `ct` is a Tensor or a `Zero`. Operands the primitive is

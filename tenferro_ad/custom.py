@@ -69,52 +69,83 @@ class _Residuals:
         self.value = value
 
 
-def _lin_rule(*tangent_avals, bwd, residuals, out_avals, in_tree, out_tree, name):
+def _lin_rule(*tangent_avals, out_avals, **_):
     return tuple((a.shape, a.dtype) for a in out_avals)
 
 
-def _lin_forward(*tangents, bwd, residuals, out_avals, in_tree, out_tree, name):
-    raise MissingRuleError(
-        f"custom_vjp function {name!r} supports reverse mode only (vjp, grad, jacrev); for forward "
-        f"mode (jvp, jacfwd) define it with custom_jvp"
-    )
+def _lin_forward(*tangents, forward_error, **_):
+    raise MissingRuleError(forward_error)
 
 
-_PAYLOAD = {k: (p_any, None) for k in ("bwd", "residuals", "out_avals", "in_tree", "out_tree", "name")}
+_PAYLOAD = {k: (p_any, None) for k in
+            ("bwd", "residuals", "out_avals", "in_tree", "out_tree", "name", "forward_error")}
 custom_vjp_lin_p = define_op(
     "tenferro_ad.custom_vjp_lin.v1", _lin_rule, payload=_PAYLOAD, nin=None, multiple_results=True,
-    decomposition=_lin_forward, doc="The linear map of a custom_vjp function; its transpose is bwd.",
+    decomposition=_lin_forward,
+    doc="The linear map of a custom_vjp function or of an op with a vjp rule; its transpose is bwd.",
 )
 
 
-def _lin_transpose(cts, *operands, bwd, residuals, out_avals, in_tree, out_tree, name):
+def _lin_transpose(cts, *operands, bwd, residuals, out_avals, in_tree, out_tree, name, forward_error):
+    """``bwd(residuals, ct)``: a tuple with one cotangent (pytree) per argument; None is a zero."""
     cts = [instantiate(c) for c in cts]
     got = bwd(residuals.value, tree_unflatten(out_tree, cts))
-    if not isinstance(got, tuple):
+    if not isinstance(got, tuple) or len(got) != len(in_tree.children):
         raise ArgumentError(
-            f"custom_vjp backward of {name!r} must return a tuple with one cotangent per positional "
-            f"argument, got {type(got).__name__}"
+            f"the backward function of {name} must return a tuple with one cotangent per "
+            f"positional argument ({len(in_tree.children)}), None for a zero one; got "
+            f"{type(got).__name__}" + (f" of length {len(got)}" if isinstance(got, tuple) else "")
         )
-    leaves, tree = tree_flatten(got)
-    if tree != in_tree:
-        raise ArgumentError(
-            f"custom_vjp backward of {name!r} returned cotangents shaped {tree}; expected the "
-            f"structure of the arguments {in_tree}"
-        )
+    leaves = []
+    for ct, arg_tree in zip(got, in_tree.children):
+        if ct is None:
+            leaves += [None] * arg_tree.num_leaves
+            continue
+        ct_leaves, tree = tree_flatten(ct)
+        if tree != arg_tree:
+            raise ArgumentError(
+                f"the backward function of {name} returned a cotangent shaped {tree} for an "
+                f"argument shaped {arg_tree}"
+            )
+        leaves += ct_leaves
     out = []
     for op, ct in zip(operands, leaves):
         if ct is not None and not is_zero(ct) and ct.shape != op.aval.shape:
             raise ShapeError(
-                f"custom_vjp backward of {name!r} returned a cotangent of shape {ct.shape} for an "
+                f"the backward function of {name} returned a cotangent of shape {ct.shape} for an "
                 f"argument of shape {op.aval.shape}"
             )
         out.append(Zero(op.aval) if ct is None else ct)
     return tuple(out)
 
 
+def _apply_backward(backward, ct):
+    return backward(ct)
+
+
+def vjp_rule_jvp(prim, vjp, primals, tangents, **params):
+    """JVP of an op that has only a ``vjp`` rule ``vjp(primals, **params) -> (out, backward)``:
+    the tangent is a `custom_vjp_lin_p` node whose transpose calls ``backward(ct)``, so the op
+    differentiates in reverse mode (to any order where `backward` does) and not forward."""
+    out, backward = vjp(tuple(primals), **params)
+    outs = tuple(out) if prim.multiple_results else (out,)
+    what = f"extension op {prim.name!r}" if prim.family else f"primitive {prim.name!r}"
+    t_out = custom_vjp_lin_p.bind(
+        *[instantiate(t) for t in tangents], bwd=_apply_backward, residuals=_Residuals(backward),
+        out_avals=tuple(o.aval for o in outs), in_tree=tree_flatten(tuple(primals))[1],
+        out_tree=tree_flatten(out)[1], name=f"the vjp rule of {what}",
+        forward_error=(
+            f"{what} has only a vjp rule, so forward mode (jvp, jacfwd, hessian) is unavailable "
+            f"for it; register a jvp rule too, registry.add_rule('jvp', {prim.name!r}, fn) with "
+            f"fn(primals, tangents, **params) -> (out, tangent_out) (see docs/extensions.md)"
+        ),
+    )
+    return out, (t_out if prim.multiple_results else t_out[0])
+
+
 class custom_vjp:  # noqa: N801
     """Decorate `fun`; give ``fwd(*args) -> (out, residuals)`` and ``bwd(residuals, ct) -> tuple``
-    with `fun.defvjp(fwd, bwd)`."""
+    (one cotangent per argument, None for a zero one) with `fun.defvjp(fwd, bwd)`."""
 
     def __init__(self, fun: Callable):
         functools.update_wrapper(self, fun)
@@ -144,6 +175,10 @@ class custom_vjp:  # noqa: N801
         t_out = custom_vjp_lin_p.bind(
             *[instantiate(t) for t in tangents], bwd=self.bwd, residuals=_Residuals(residuals),
             out_avals=tuple(o._aval for o in o_leaves), in_tree=in_tree, out_tree=o_tree,
-            name=self.fun.__name__,
+            name=f"custom_vjp function {self.fun.__name__!r}",
+            forward_error=(
+                f"custom_vjp function {self.fun.__name__!r} supports reverse mode only (vjp, "
+                f"grad, jacrev); for forward mode (jvp, jacfwd) define it with custom_jvp"
+            ),
         )
         return tree_unflatten(o_tree, [trace.tracer(p, t) for p, t in zip(o_leaves, t_out)])

@@ -1,7 +1,9 @@
 """`GradientTape`: eager reverse mode on ordinary tensors, with the same rules.
 
-While a tape is open, every primitive that runs eagerly on a watched tensor (or
-on a value computed from one) is recorded. `gradient` walks the records
+A tape is an `Observer` on its context's interpreter stack: while it is open,
+every primitive the eager interpreter runs in that thread or asyncio task on a
+watched tensor (or on a value computed from one) is recorded; other contexts'
+work is never seen. `gradient` walks the records
 backwards; each record's cotangents come from `vjp` of that one primitive, i.e.
 its jvp rule linearized and transposed. Backward ops run eagerly too, so an
 outer tape records them: nested tapes give higher-order derivatives.
@@ -15,33 +17,24 @@ from typing import Any
 
 from tenferro_core.errors import ArgumentError, DTypeError, TenferroError
 from tenferro_runtime import array_api as xp
-from tenferro_runtime.dispatch import TAPES, TRACE_STACK
+from tenferro_runtime import tracing
 from tenferro_runtime.graph import Graph, eval_graph, trace
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
-from tenferro_runtime.tensor import Tensor
-from tenferro_runtime.tracing import Trace
+from tenferro_runtime.tensor import Tensor, copy_slots
 
 from .ad_util import add_tangents, instantiate
 from .api import _vjp_flat
 
 
-class _Marker(Trace):
-    """Sits on the trace stack while a tape is open so eager calls take the recording path."""
-
-    def process(self, prim: Any, args: tuple, params: dict) -> Any:  # never the top of any operands
-        raise TenferroError("internal: a tape marker was asked to process a primitive")
-
-
-class GradientTape:
+class GradientTape(tracing.Observer):
     """Record eager computations and differentiate them (TensorFlow-style)."""
 
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = False):
         self.persistent = persistent
         self._records: list[tuple[Any, tuple, dict, tuple]] = []
         self._live: dict[int, Tensor] = {}
-        self._recording = False
+        self._tokens: list[Any] = []
         self._used = False
-        self._marker = _Marker()
 
     def __enter__(self) -> GradientTape:
         self._push()
@@ -51,27 +44,22 @@ class GradientTape:
         self._pop()
 
     def _push(self) -> None:
-        self._marker.level, self._marker.active = len(TRACE_STACK), True
-        TRACE_STACK.append(self._marker)
-        TAPES.append(self)
-        self._recording = True
+        if self._tokens:
+            raise TenferroError("this GradientTape is already open; a tape can be entered once at a time")
+        self._tokens.append(tracing.push_observer(self))
 
     def _pop(self) -> None:
-        if self._recording:
-            TRACE_STACK.remove(self._marker)
-            TAPES.remove(self)
-            self._recording = False
+        if self._tokens:
+            tracing.pop(self._tokens.pop())
 
     @contextlib.contextmanager
     def stop_recording(self) -> Iterator[None]:
         """Run the block without recording on this tape."""
-        was = self._recording
-        self._pop()
+        token = tracing.remove_observer(self)
         try:
             yield
         finally:
-            if was:
-                self._push()
+            tracing.pop(token)
 
     def watch(self, tensor: Any) -> None:
         """Record computations on `tensor` (a tensor or a pytree of tensors)."""
@@ -85,16 +73,13 @@ class GradientTape:
                 )
             self._live[id(t)] = t
 
-    def rebind(self, obj: Tensor, new: Tensor) -> None:
+    def assigned(self, obj: Tensor, new: Tensor) -> None:
         """`obj` is about to take `new`'s value in place: records that used `obj` keep a
         snapshot of its old value, and `obj` stands for `new` from now on."""
         if id(obj) not in self._live and id(new) not in self._live:
             return
         old = object.__new__(type(obj))
-        for cls in type(obj).__mro__:
-            for slot in getattr(cls, "__slots__", ()):
-                if slot != "__weakref__":
-                    object.__setattr__(old, slot, getattr(obj, slot))
+        copy_slots(obj, old)
         swap = {id(obj): old, id(new): obj}
 
         def sub(xs: tuple) -> tuple:
@@ -107,8 +92,8 @@ class GradientTape:
         if new_live is not None:
             self._live[id(obj)] = obj
 
-    def record(self, prim: Any, args: tuple, params: dict, out: Any) -> None:
-        """Called by `bind` for every eager primitive while the tape is open."""
+    def observe(self, prim: Any, args: tuple, params: dict, out: Any) -> None:
+        """Called by the eager interpreter for every primitive it runs in this tape's context."""
         if not any(id(a) in self._live for a in args):
             return
         outs = out if isinstance(out, tuple) else (out,)
@@ -178,15 +163,6 @@ def _vjp_graph(prim: Any, args: tuple, params: dict, outs: tuple, live: tuple) -
     """
     avals = tuple(a._aval for a in args)
     cache = avals[0].device.runtime.caches.get("tape_vjp", 4096)
-    try:
-        key = (prim, avals, live, *params.items())
-        graph = cache.get(key)
-    except TypeError:
-        key, graph = None, None
-    if graph is not None:
-        cache.hits += 1
-        return graph
-    cache.misses += 1
     n = len(args)
 
     def vjp_of_call(*primals_and_cts: Any) -> list:
@@ -200,7 +176,5 @@ def _vjp_graph(prim: Any, args: tuple, params: dict, outs: tuple, live: tuple) -
         _, vjp_flat = _vjp_flat(call, [p for p, is_live in zip(primals, live) if is_live])
         return vjp_flat(list(cts))
 
-    graph = trace(vjp_of_call, *avals, *(o._aval for o in outs))
-    if key is not None:
-        cache.put(key, graph)
-    return graph
+    key = (prim, avals, live, *params.values(), *[(type(v), repr(v)) for v in params.values()])
+    return cache.get_or_build(key, lambda: trace(vjp_of_call, *avals, *(o._aval for o in outs)))

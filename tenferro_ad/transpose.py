@@ -14,7 +14,8 @@ def backward_pass(graph: Graph, cts_out: list[Any]) -> list[Any]:
     """Cotangents of a linear graph's inputs given cotangents of its outputs (Zero allowed).
 
     Every node of a linearized graph is linear in its non-constant inputs, which
-    are passed to the transpose rule as UndefinedPrimal markers.
+    are passed to the transpose rule as UndefinedPrimal markers. Nodes no cotangent
+    reaches are skipped, except those of primitives with `effects` (they get Zero).
     """
     ct_env: dict[Var, Any] = {}
 
@@ -26,8 +27,8 @@ def backward_pass(graph: Graph, cts_out: list[Any]) -> list[Any]:
         accumulate(v, ct)
     for node in reversed(graph.nodes):
         cts = [ct_env.pop(v, None) for v in node.outputs]
-        if all(ct is None for ct in cts):
-            continue
+        if all(ct is None for ct in cts) and not node.prim.effects:
+            continue  # no cotangent reaches it; an effectful node is transposed anyway
         cts = [Zero(v.aval) if ct is None else ct for v, ct in zip(node.outputs, cts)]
         operands = [graph.consts[v] if v in graph.consts else UndefinedPrimal(v.aval) for v in node.inputs]
         rule = node.outputs[0].aval.device.runtime.rule("transpose", node.prim)

@@ -24,11 +24,12 @@ Kernel = Callable[..., Any]
 class Backend(Protocol):
     """What a backend plugin provides.
 
-    Optional: `compile(graph)` runs a whole traced graph; `specialize(name, kernel,
-    in_avals, out_avals)` returns the kernel to use for one call signature (asked once
-    per signature, then cached by the runtime); `claims(obj)` returns the device id when
-    `obj` is one of this backend's native buffers (so `from_dlpack(obj)` keeps it there),
-    else None — without importing anything heavy.
+    Optional: `specialize(name, kernel, in_avals, out_avals)` returns the kernel to use for
+    one call signature (asked once per signature, then cached by the runtime); `claims(obj)`
+    returns the device id when `obj` is one of this backend's native buffers (so
+    `from_dlpack(obj)` keeps it there), else None — without importing anything heavy.
+    `compile(graph)` (a whole traced graph run the backend's way, DESIGN.md section 7) is not
+    consumed yet, so `Registration.add_backend` refuses a backend that defines it.
     """
 
     name: str

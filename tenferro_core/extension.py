@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .params import Validator, p_any
-from .primitive import Primitive
+from .primitive import Primitive, Resolver
 
 
 def define_op(
@@ -25,13 +25,19 @@ def define_op(
     decomposition: Callable[..., Any] | None = None,
     linear: tuple[int, ...] = (),
     differentiable: bool = True,
+    resolve: Resolver | None = None,
+    category: str = "extension",
     doc: str = "",
 ) -> Primitive:
     """Define an extension op.
 
     `shape_rule(*avals, **payload)` returns ``(shape, dtype)`` and raises
     ShapeError/DTypeError on bad input. `decomposition(*tensors, **payload)`
-    computes the op from core primitives (used where a backend has no kernel).
+    computes the op from core primitives (used where a backend has no kernel). Payload
+    validators return canonical values (see `tenferro_core.params`); `resolve(avals,
+    payload)` fills the defaults that depend on the operands' shapes.
+    `category` (one of `tenferro_core.primitive.CATEGORIES`) tells the fusion pass what
+    the op is; the default "extension" marks it opaque to fusion.
     """
     return Primitive(
         family_id,
@@ -42,7 +48,9 @@ def define_op(
         linear=linear,
         differentiable=differentiable,
         family=True,
+        resolve=resolve,
         decomposition=decomposition,
+        category=category,
         doc=doc,
     )
 

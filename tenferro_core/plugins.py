@@ -9,6 +9,7 @@ broken plugin never leaves half its entries behind nor stops the others.
 from __future__ import annotations
 
 import os
+import re
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +26,9 @@ GROUP = "tenferro"
 hookspec = pluggy.HookspecMarker(GROUP)
 hookimpl = pluggy.HookimplMarker(GROUP)
 
-RULE_KINDS = ("jvp", "transpose", "vjp", "batch")
+# rule kinds a plugin may register: jvp and transpose (read by tenferro_ad), cost (read by
+# tenferro_runtime.cost), vjp (accepted, but nothing reads it yet)
+RULE_KINDS = ("jvp", "transpose", "vjp", "cost")
 
 
 class HookSpecs:
@@ -33,12 +36,17 @@ class HookSpecs:
 
     @hookspec
     def tenferro_register(self, registry: Registration) -> None:
-        """Register backends, ops, kernels, AD rules, passes and energy meters."""
+        """Register backends, ops, kernels, AD and cost rules and array_api namespaces."""
 
 
 @dataclass
 class Registration:
-    """What one plugin registered, staged until the runtime commits it."""
+    """What one plugin registered, staged until the runtime commits it.
+
+    Only what the runtime consumes is accepted: a registration nothing would use (a rule
+    kind outside RULE_KINDS, a pass, a meter, a backend `compile`) is a PluginError, never
+    stored and ignored. `passes` and `meters` stay empty until passes and meters run.
+    """
 
     source: str
     backends: list[tuple[Any, int]] = field(default_factory=list)
@@ -62,6 +70,12 @@ class Registration:
             )
         if not isinstance(backend.name, str) or not backend.name or ":" in backend.name:
             raise self._bad(f"backend name must be a non-empty string without ':', got {backend.name!r}")
+        if getattr(backend, "compile", None) is not None:
+            raise self._bad(
+                f"backend {backend.name!r} defines compile(graph), which this version of tenferro "
+                f"does not consume yet (graphs run node by node through the kernel table); remove "
+                f"the attribute, its kernels are all the runtime uses"
+            )
         prio = getattr(backend, "priority", 0) if priority is None else priority
         self.backends.append((backend, int(prio)))
 
@@ -88,17 +102,32 @@ class Registration:
             self.add_kernel(backend, name, fn, priority=priority)
 
     def add_rule(self, kind: str, op: str | Primitive, fn: Callable[..., Any]) -> None:
-        """Register an AD (or batching) rule of `kind` in RULE_KINDS for an op."""
+        """Register a rule of `kind` (one of RULE_KINDS: AD rules, or a cost rule) for an op."""
         name = op.name if isinstance(op, Primitive) else op
-        if kind not in RULE_KINDS or not callable(fn):
-            raise self._bad(f"add_rule expects kind in {RULE_KINDS} and a callable, got {kind!r}, {fn!r}")
+        if kind not in RULE_KINDS:
+            raise self._bad(
+                f"rule kind {kind!r} (for {name!r}) is not supported by this version of tenferro: "
+                f"nothing would use it; supported kinds: {', '.join(RULE_KINDS)}"
+            )
+        if not isinstance(name, str) or not callable(fn):
+            raise self._bad(
+                f"add_rule expects (kind, op name or Primitive, callable), got ({kind!r}, {op!r}, {fn!r})"
+            )
         self.rules.append((kind, name, fn))
 
     def add_pass(self, name: str, fn: Callable[..., Any]) -> None:
-        self.passes.append((name, fn))
+        """Not accepted yet: nothing runs plugin passes, so registering one is an error."""
+        raise self._bad(
+            f"passes are not consumed yet by this version of tenferro; pass {name!r} would never "
+            f"run, so it is refused; drop the add_pass call"
+        )
 
     def add_meter(self, name: str, meter: Any) -> None:
-        self.meters.append((name, meter))
+        """Not accepted yet: nothing reads plugin meters, so registering one is an error."""
+        raise self._bad(
+            f"meters are not consumed yet by this version of tenferro; meter {name!r} would never "
+            f"be read, so it is refused: report energy through the backend's telemetry(device)"
+        )
 
     def add_namespace(self, name: str, module: Any) -> None:
         """Expose `module` as ``array_api.<name>`` (the standard's linalg / fft extensions)."""
@@ -155,6 +184,24 @@ def _names(var: str) -> set[str] | None:
     return {n.strip() for n in raw.split(",") if n.strip()}
 
 
+def _dist_key(name: str | None) -> str:
+    """A distribution name normalized as PEP 503 does (``Tenferro_NumPy`` -> ``tenferro-numpy``)."""
+    return "" if name is None else re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _dist(ep: Any) -> tuple[str | None, str | None]:
+    """(distribution name, version) of an entry point; Nones when it has no distribution."""
+    return (ep.dist.name, ep.dist.version) if ep.dist is not None else (None, None)
+
+
+def _prefer(name: str, eps: list[Any]) -> Any:
+    """Of entry points sharing `name`, the one to load: a distribution named after it
+    (``<name>`` or ``tenferro-<name>``) or the core distribution ``tenferro``, else the
+    first by distribution name."""
+    own = {_dist_key(name), f"tenferro-{_dist_key(name)}", "tenferro"}
+    return next((ep for ep in eps if _dist_key(_dist(ep)[0]) in own), eps[0])
+
+
 def discover(
     allow: Iterable[str] | None = None, block: Iterable[str] | None = None
 ) -> tuple[list[Plugin], list[PluginReport]]:
@@ -162,25 +209,48 @@ def discover(
 
     `allow`/`block` default to the comma-separated env vars TENFERRO_PLUGINS and
     TENFERRO_DISABLE_PLUGINS; names match the entry-point or distribution name.
+
+    Entry points of two distributions under one name are a conflict, never a silent
+    replacement: one of them loads (a distribution named ``<name>`` or ``tenferro-<name>``,
+    or the core ``tenferro``, else the first by distribution name) and every other one is a
+    report whose error names both distributions. Blocking all but one of them by
+    distribution name resolves the conflict. One distribution seen twice (on two sys.path
+    entries) is one entry point.
     """
     allow_set = set(allow) if allow is not None else _names("TENFERRO_PLUGINS")
     block_set = set(block) if block is not None else _names("TENFERRO_DISABLE_PLUGINS")
     plugins, reports = [], []
-    eps = sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name)
-    seen: set[str] = set()
-    for ep in eps:
-        dist = ep.dist.name if ep.dist is not None else None
-        version = ep.dist.version if ep.dist is not None else None
-        if ep.name in seen:
+    by_name: dict[str, list[Any]] = {}
+    for ep in sorted(metadata.entry_points(group=GROUP),
+                     key=lambda e: (e.name, _dist_key(_dist(e)[0]), e.value)):
+        same = by_name.setdefault(ep.name, [])
+        key = (_dist_key(_dist(ep)[0]), ep.value)
+        if all((_dist_key(_dist(o)[0]), o.value) != key for o in same):
+            same.append(ep)
+    for name, group in by_name.items():
+        enabled = []
+        for ep in group:
+            dist, version = _dist(ep)
+            names = {ep.name, dist}
+            if (allow_set is not None and not names & allow_set) or (block_set and names & block_set):
+                allowed = allow_set is None or bool(names & allow_set)
+                why = "in TENFERRO_DISABLE_PLUGINS" if allowed else "not in TENFERRO_PLUGINS"
+                reports.append(PluginReport(ep.name, dist, version, ep.value, disabled=True, error=None,
+                                            registered=[f"disabled ({why})"]))
+            else:
+                enabled.append(ep)
+        if not enabled:
             continue
-        seen.add(ep.name)
-        names = {ep.name, dist}
-        if (allow_set is not None and not names & allow_set) or (block_set and names & block_set):
-            allowed = allow_set is None or bool(names & allow_set)
-            why = "in TENFERRO_DISABLE_PLUGINS" if allowed else "not in TENFERRO_PLUGINS"
-            reports.append(PluginReport(ep.name, dist, version, ep.value, disabled=True, error=None,
-                                        registered=[f"disabled ({why})"]))
-            continue
+        ep = _prefer(name, enabled)
+        dist, version = _dist(ep)
+        for other in (o for o in enabled if o is not ep):
+            odist, oversion = _dist(other)
+            reports.append(PluginReport(other.name, odist, oversion, other.value, error=(
+                f"entry-point name conflict: {name!r} is registered by distribution "
+                f"{odist or '(none)'!r} ({other.value}) and by {dist or '(none)'!r} ({ep.value}); "
+                f"{dist or '(none)'!r} was loaded, this one was not. Uninstall one of them, or "
+                f"block one with TENFERRO_DISABLE_PLUGINS=<distribution name>"
+            )))
         try:
             obj = ep.load()
         except Exception as exc:  # a broken plugin must not stop the others

@@ -17,15 +17,24 @@ from .params import Validator
 
 REQUIRED = object()
 FAMILY_ID = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*\.v[0-9]+$")
+# what the fusion pass needs to know of an op (DESIGN.md section 7)
+CATEGORIES = (
+    "elementwise", "broadcast", "reduction", "structural", "indexing", "contraction", "random",
+    "extension",
+)
 
 ShapeRule = Callable[..., Any]
+Resolver = Callable[[Sequence[Aval], dict[str, Any]], dict[str, Any]]
 
 
 class Primitive:
     """One operation of the IR.
 
     `rule(*avals, **params)` returns ``(shape, dtype)`` (or a tuple of them with
-    `multiple_results`) and raises ShapeError/DTypeError on bad input.
+    `multiple_results`) and raises ShapeError/DTypeError on bad input. `resolve(avals,
+    params)`, when given, returns the validated params with their rank-dependent defaults
+    (left None in the schema) filled from the operand avals, so every node carries full
+    params; it indexes `avals` only when it needs them.
     """
 
     def __init__(
@@ -42,6 +51,8 @@ class Primitive:
         family: bool = False,
         decomposition: Callable[..., Any] | None = None,
         exact_params: Sequence[str] = (),
+        resolve: Resolver | None = None,
+        category: str | None = None,
         doc: str = "",
     ):
         if family and not FAMILY_ID.match(name):
@@ -49,6 +60,10 @@ class Primitive:
                 f"family id must look like '<package>.<op>.v<major>' "
                 f"(for example 'mypkg.softplus.v1'), got {name!r}"
             )
+        if category is None and family:
+            category = "extension"
+        if category is not None and category not in CATEGORIES:
+            raise ArgumentError(f"{name}: category must be one of {CATEGORIES}, got {category!r}")
         self.name = name
         self.rule = rule
         self.params: dict[str, tuple[Validator, Any]] = dict(params or {})
@@ -61,36 +76,62 @@ class Primitive:
         self.decomposition = decomposition
         # params whose == is too coarse for caching (-0.0 == 0.0, nan != nan)
         self.exact_params = tuple(exact_params)
+        self.resolve = resolve
+        # None only until tenferro_core.catalog assigns the core primitives theirs
+        self.category: str | None = category
         self.__doc__ = doc or f"The {name} primitive."
 
     def __repr__(self) -> str:
         return self.name
 
     def linear_in(self, i: int) -> bool:
-        """True when the primitive is linear in its i-th operand."""
+        """True when operand i is one of those the primitive is jointly linear in (`linear`;
+        multilinear ops such as mul declare none): tenferro_ad derives their JVP."""
         return self.linear == "all" or i in self.linear
 
     def bind(self, *args: Any, **params: Any) -> Any:
         """Apply the primitive to tensors (or tracers); tenferro_runtime installs this method."""
         raise RuntimeError("tenferro_runtime is not imported; import it to execute primitives")
 
-    def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate and normalize params against the schema; fill defaults."""
+    def check_params(self, params: Mapping[str, Any], avals: Sequence[Aval] = ()) -> dict[str, Any]:
+        """The canonical params: every schema key in schema order, exact types, defaults
+        filled and rank-dependent ones resolved from the operand `avals` (DESIGN.md
+        section 7). Idempotent, and cheap on canonical input: it runs on every call."""
+        name = self.name
+        out = {}
+        seen = 0
+        for key, (validate, default) in self.params.items():
+            v = params.get(key, REQUIRED)
+            if v is not REQUIRED:
+                seen += 1
+                out[key] = validate(name, key, v)
+            elif default is REQUIRED:
+                self._check_known(params)
+                raise ArgumentError(f"{name}: missing required parameter {key!r}")
+            else:
+                out[key] = default
+        if seen != len(params):
+            self._check_known(params)
+        if self.resolve is not None:
+            try:
+                out = self.resolve(avals, out)
+            except IndexError:
+                if avals:
+                    raise
+                raise ArgumentError(
+                    f"{name}: expected {self.nin or 'some'} tensor operand(s), got none, so the "
+                    f"rank-dependent defaults of {name} cannot be resolved (internal callers: "
+                    f"pass the operand avals to check_params)"
+                ) from None
+        return out
+
+    def _check_known(self, params: Mapping[str, Any]) -> None:
         unknown = set(params) - set(self.params)
         if unknown:
             raise ArgumentError(
                 f"{self.name}: unknown parameter(s) {sorted(unknown)}; "
                 f"it takes {sorted(self.params) or 'no parameters'}"
             )
-        out = {}
-        for key, (validate, default) in self.params.items():
-            if key in params:
-                out[key] = validate(self.name, key, params[key])
-            elif default is REQUIRED:
-                raise ArgumentError(f"{self.name}: missing required parameter {key!r}")
-            else:
-                out[key] = default
-        return out
 
     def abstract_eval(self, avals: Sequence[Aval], params: Mapping[str, Any]) -> tuple[Aval, ...]:
         """Output avals of applying this primitive; params must already be checked."""

@@ -1,4 +1,8 @@
-"""``python -m tenferro_runtime plugins``: what was discovered, registered, and what failed."""
+"""``python -m tenferro_runtime plugins``: what was discovered, registered, and what failed.
+
+It exits 1 when a plugin failed to load or register, or two distributions claim one
+entry-point name (the listing is printed all the same), so CI can run it as a check.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,10 @@ def _plugins(verbose: bool) -> int:
     ext = sorted(n for n in rt.ops if rt.ops[n].family)
     print(f"extension ops: {', '.join(ext) or 'none'}")
     print(f"array_api extensions: {', '.join(sorted(rt.namespaces)) or 'none'}")
-    return 1 if any(r.error for r in rt.reports) else 0
+    failed = sorted({r.name for r in rt.reports if r.error})
+    if failed:
+        print(f"\n{len(failed)} plugin(s) failed or conflict: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:

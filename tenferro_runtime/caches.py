@@ -1,7 +1,19 @@
-"""Bounded caches owned by a Runtime, with hit/miss statistics."""
+"""Bounded, thread-safe, least-recently-used caches owned by a Runtime, with statistics.
+
+`LRUCache` is an `OrderedDict`, so a hit on the eager hot path is two C calls
+(``get`` and ``move_to_end``) with no Python frame; each of them is atomic under
+the GIL. Insertion and eviction take the cache's lock. A reader whose key was
+evicted between its two calls just keeps the value it read. `get_or_build` is
+the one way to fill a cache: it counts hits and misses and builds outside the
+lock (two threads may build the same entry; both results are equal, one is kept).
+"""
 
 from __future__ import annotations
 
+import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,48 +27,122 @@ class CacheStats:
     maxsize: int = 0
 
 
-class BoundedCache(dict):
-    """A dict that evicts its oldest entries past `maxsize` (FIFO: cheap on the hot path)."""
-
-    __slots__ = ("name", "maxsize", "hits", "misses", "evictions")
+class LRUCache(OrderedDict):
+    """A bounded least-recently-used map; read it with `get_or_build` (or `lookup`)."""
 
     def __init__(self, name: str, maxsize: int):
         super().__init__()
+        if maxsize < 1:
+            raise ValueError(f"cache {name!r}: maxsize must be >= 1, got {maxsize}")
         self.name = name
         self.maxsize = maxsize
         self.hits = 0
         self.misses = 0
         self.evictions = 0
+        self._lock = threading.Lock()
 
-    def put(self, key: Any, value: Any) -> None:
-        if len(self) >= self.maxsize:
-            del self[next(iter(self))]
-            self.evictions += 1
-        self[key] = value
+    def lookup(self, key: Hashable) -> Any:
+        """The cached value (marked most recently used) or None; counts a hit."""
+        value = self.get(key)
+        if value is not None:
+            self.hits += 1
+            try:
+                self.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile
+                pass
+        return value
+
+    def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The value for `key`, built with `build()` and stored on a miss.
+
+        An unhashable key is built and not stored. `build` may raise: nothing is stored then.
+        """
+        try:
+            value = self.lookup(key)
+        except TypeError:
+            self.misses += 1
+            return build()
+        if value is not None:
+            return value
+        self.misses += 1
+        value = build()
+        self.put(key, value)
+        return value
+
+    def put(self, key: Hashable, value: Any) -> None:
+        """Store `value`, evicting the least recently used entries past `maxsize`."""
+        with self._lock:
+            self[key] = value
+            self.move_to_end(key)
+            while len(self) > self.maxsize:
+                self.popitem(last=False)
+                self.evictions += 1
 
     def stats(self) -> CacheStats:
         return CacheStats(self.hits, self.misses, self.evictions, len(self), self.maxsize)
 
     def clear(self) -> None:
-        super().clear()
-        self.hits = self.misses = self.evictions = 0
+        with self._lock:
+            super().clear()
+            self.hits = self.misses = self.evictions = 0
+
+
+class Memo:
+    """`build(*key)` memoized in a C-level LRU (`functools.lru_cache`): bounded, thread-safe,
+    least-recently-used, with its statistics; the eager dispatch cache, whose hit must cost
+    one call. Call it as ``memo.get(*key)``; a `build` that raises stores nothing."""
+
+    def __init__(self, name: str, maxsize: int, build: Callable[..., Any]):
+        self.name = name
+        self.maxsize = maxsize
+        self._failed = 0
+
+        def counted(*key: Any) -> Any:
+            try:
+                return build(*key)
+            except BaseException:
+                self._failed += 1
+                raise
+
+        self.get = functools.lru_cache(maxsize=maxsize)(counted)
+
+    def stats(self) -> CacheStats:
+        info = self.get.cache_info()
+        evictions = max(0, info.misses - self._failed - info.currsize)
+        return CacheStats(info.hits, info.misses, evictions, info.currsize, self.maxsize)
+
+    def clear(self) -> None:
+        self.get.cache_clear()
+        self._failed = 0
 
 
 class Caches:
-    """The caches of one Runtime by name (abstract eval, einsum plans, fft plans, ...)."""
+    """The caches of one Runtime by name (dispatch, einsum plans, fft plans, tape VJPs, ...)."""
 
     def __init__(self) -> None:
-        self._caches: dict[str, BoundedCache] = {}
+        self._caches: dict[str, LRUCache] = {}
+        self._lock = threading.Lock()
 
-    def get(self, name: str, maxsize: int = 4096) -> BoundedCache:
+    def get(self, name: str, maxsize: int = 4096) -> LRUCache:
+        """The cache called `name`, created with `maxsize` on first use."""
         cache = self._caches.get(name)
         if cache is None:
-            cache = self._caches[name] = BoundedCache(name, maxsize)
+            with self._lock:
+                cache = self._caches.get(name)
+                if cache is None:
+                    cache = self._caches[name] = LRUCache(name, maxsize)
         return cache
 
+    def memo(self, name: str, maxsize: int, build: Callable[..., Any]) -> Memo:
+        """A new `Memo` called `name` (replacing one of that name), listed in `stats`."""
+        memo = Memo(name, maxsize, build)
+        with self._lock:
+            self._caches[name] = memo  # type: ignore[assignment]
+        return memo
+
     def stats(self) -> dict[str, CacheStats]:
-        return {n: c.stats() for n, c in self._caches.items()}
+        return {n: c.stats() for n, c in list(self._caches.items())}
 
     def clear(self) -> None:
-        for c in self._caches.values():
+        for c in list(self._caches.values()):
             c.clear()

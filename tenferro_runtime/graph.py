@@ -17,20 +17,28 @@ from typing import Any
 from tenferro_core.avals import Aval
 from tenferro_core.errors import TenferroError
 
+from .eager import _not_tensor, _with_device
 from .pytree import tree_flatten, tree_unflatten
 from .tensor import Tensor
 from .tracing import Trace, Tracer, new_trace
 
-_OWN = ("tenferro_core", "tenferro_runtime", "tenferro_ad", "tenferro_numpy", "tenferro_einsum",
-        "tenferro_linalg", "tenferro_fft", "tenferro_torch", "contextlib")
+# The layers themselves; every loaded plugin's top-level package is skipped too (Runtime records).
+_LAYERS = frozenset({"tenferro_core", "tenferro_runtime", "tenferro_ad", "contextlib"})
 
 
-def user_site() -> str:
-    """file:line of the innermost caller outside tenferro's own packages."""
+def _skipped() -> frozenset:
+    from .runtime import default_runtime
+
+    return _LAYERS | default_runtime().plugin_packages
+
+
+def user_site(skip: frozenset | None = None) -> str:
+    """file:line of the innermost caller outside tenferro's layers and every loaded plugin."""
+    skip = _skipped() if skip is None else skip
     f = sys._getframe(1)
     while f is not None:
         mod = f.f_globals.get("__name__", "")
-        if mod.split(".")[0] not in _OWN:
+        if mod.split(".")[0] not in skip:
             return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
         f = f.f_back
     return "?"
@@ -38,10 +46,11 @@ def user_site() -> str:
 
 def _site_of(tb: Any) -> str:
     """file:line of the innermost user frame of a traceback."""
+    skip = _skipped()
     site = "?"
     while tb is not None:
         f = tb.tb_frame
-        if f.f_globals.get("__name__", "").split(".")[0] not in _OWN:
+        if f.f_globals.get("__name__", "").split(".")[0] not in skip:
             site = f"{os.path.basename(f.f_code.co_filename)}:{tb.tb_lineno}"
         tb = tb.tb_next
     return site
@@ -140,7 +149,7 @@ class GraphTrace(Trace):
 
     def _tracer(self, v: Var) -> GraphTracer:
         t = object.__new__(GraphTracer)
-        t._aval, t._buf, t._trace, t._var = v.aval, None, self, v
+        t._aval, t._trace, t._var = v.aval, self, v
         return t
 
     def to_var(self, x: Any) -> Var:
@@ -156,10 +165,16 @@ class GraphTrace(Trace):
         return hit[0]
 
     def process(self, prim: Any, args: tuple, params: dict) -> Any:
-        site = user_site()
         try:
-            nparams = prim.check_params(params)
             avals = tuple(a._aval for a in args)
+        except AttributeError:
+            raise _not_tensor(prim, args) from None
+        if not avals:
+            params, _ = _with_device(prim, params)
+        runtime = avals[0].device.runtime if avals else None
+        site = user_site(_LAYERS | runtime.plugin_packages if runtime is not None else None)
+        try:
+            nparams = prim.check_params(params, avals)
             out_avals = prim.abstract_eval(avals, nparams)
         except TenferroError as err:
             raise type(err)(f"{err} (at {site})") from None

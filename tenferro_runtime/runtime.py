@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import threading
 import traceback
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -40,9 +41,19 @@ class Device(str):
         self.kernels = kernels
         self.dtypes = dtypes
         self.specialize = getattr(backend, "specialize", None)
-        self.dispatch_cache = runtime.caches.get(f"dispatch[{backend.name}:{device_id}]", 8192)
+        # (prim, *avals) or (prim, avals, canonical param items[, exact]) -> eager.prepare's entry
+        self.dispatch_cache = runtime.caches.memo(f"dispatch[{backend.name}:{device_id}]",
+                                                  runtime.dispatch_cache_size, self._prepare)
+        self.dispatch = self.dispatch_cache.get
         self.constant_cache = runtime.caches.get(f"constants[{backend.name}:{device_id}]", 256)
         return self
+
+    def _prepare(self, prim: Primitive, *key: Any) -> tuple:
+        from .eager import prepare
+
+        if prim.params:
+            return prepare(prim, key[0], dict(key[1]), self)
+        return prepare(prim, key, {}, self)
 
     @property
     def name(self) -> str:
@@ -61,6 +72,13 @@ class Device(str):
         return dtype in self.dtypes
 
 
+def _package_of(obj: Any) -> str:
+    """The top-level package a plugin object (module, class or instance) comes from."""
+    mod = obj.__name__ if isinstance(obj, type(os)) else getattr(obj, "__module__", None)
+    mod = mod or type(obj).__module__
+    return mod.split(".")[0]
+
+
 def _device_by_name(name: str) -> Device:
     return default_runtime().device(name)
 
@@ -70,11 +88,21 @@ class Runtime:
 
     `plugins` holds modules/objects implementing `tenferro_register`, or
     `tenferro_core.plugins.Plugin` records. `strict=True` raises the first
-    plugin failure instead of reporting it.
+    plugin failure instead of reporting it. `check_kernels` (default: the
+    environment variable ``TENFERRO_CHECK_KERNELS=1``) compares every kernel's
+    result with the op's abstract eval. `dispatch_cache_size` bounds each device's
+    dispatch cache (signatures seen by eager dispatch).
     """
 
     def __init__(self, plugins: Iterable[Any] = (), *, reports: Iterable[PluginReport] = (),
-                 strict: bool = False):
+                 strict: bool = False, check_kernels: bool | None = None,
+                 dispatch_cache_size: int = 8192):
+        if check_kernels is None:
+            check_kernels = os.environ.get("TENFERRO_CHECK_KERNELS", "") not in ("", "0")
+        self.check_kernels = bool(check_kernels)
+        self.dispatch_cache_size = dispatch_cache_size
+        self.plugin_packages: frozenset[str] = frozenset()
+        self._lock = threading.RLock()
         self.reports: list[PluginReport] = list(reports)
         self.backends: dict[str, tuple[Any, int, str]] = {}
         self.ops: dict[str, Primitive] = dict(catalog.BY_NAME)
@@ -120,6 +148,7 @@ class Runtime:
             for impl in impls:
                 impl.function(registry=reg)
             self._commit(reg)
+            self.plugin_packages |= {_package_of(plugin.obj)}
         except Exception as exc:  # a broken plugin must not stop the others
             with contextlib.suppress(Exception):
                 self._pm.unregister(plugin.obj)
@@ -185,8 +214,22 @@ class Runtime:
         self._devices.clear()
 
     # ---- devices -------------------------------------------------------
+    def set_check_kernels(self, on: bool) -> None:
+        """Turn kernel result checks on or off (clears the dispatch caches that hold kernels)."""
+        with self._lock:
+            self.check_kernels = bool(on)
+            for dev in set(self._devices.values()):
+                dev.dispatch_cache.clear()
+
     def device(self, spec: str | Device | None = None) -> Device:
         """The Device for ``"<backend>:<id>"`` (None: the default device)."""
+        dev = self._devices.get(spec) if isinstance(spec, str) and type(spec) is str else None
+        if dev is not None:
+            return dev
+        with self._lock:
+            return self._device(spec)
+
+    def _device(self, spec: str | Device | None) -> Device:
         if spec is None:
             return self.default_device()
         if isinstance(spec, Device):
@@ -278,6 +321,7 @@ class Runtime:
 
 
 _DEFAULT_RUNTIME: list[Runtime] = []
+_DEFAULT_LOCK = threading.Lock()
 _RUNTIME_OVERRIDE: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar(
     "tenferro_runtime", default=None
 )
@@ -292,13 +336,16 @@ def default_runtime() -> Runtime:
     if rt is not None:
         return rt
     if not _DEFAULT_RUNTIME:
-        _DEFAULT_RUNTIME.append(Runtime.from_entry_points())
+        with _DEFAULT_LOCK:  # built once, even when many threads make their first tensor at once
+            if not _DEFAULT_RUNTIME:
+                _DEFAULT_RUNTIME.append(Runtime.from_entry_points())
     return _DEFAULT_RUNTIME[0]
 
 
 def reset_default_runtime() -> None:
     """Forget the lazily built default runtime (re-discovers plugins on next use)."""
-    _DEFAULT_RUNTIME.clear()
+    with _DEFAULT_LOCK:
+        _DEFAULT_RUNTIME.clear()
 
 
 @contextlib.contextmanager

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from tenferro_core import catalog
 from tenferro_core.avals import Aval
 from tenferro_core.errors import DTypeError, ShapeError, TenferroError
 
@@ -153,7 +152,8 @@ class Tensor:
         """Make this object hold `new`'s value (in-place operators, item assignment).
 
         Traced values (tracers) carry more than a buffer, so the object takes over all
-        of `new`'s slots; open tapes are told, so their records keep the old value.
+        of `new`'s slots; this context's observers (gradient tapes) are told first, so their
+        records keep the old value.
         """
         if type(new) is not type(self):
             raise TenferroError(
@@ -161,12 +161,10 @@ class Tensor:
                 f"(e.g. assigning a traced value into a concrete tensor) is not supported; "
                 f"compute the result out of place (y = xp.where(mask, value, x))"
             )
-        for tape in _dispatch.TAPES:
-            tape.rebind(self, new)
-        for cls in type(self).__mro__:
-            for slot in getattr(cls, "__slots__", ()):
-                if slot != "__weakref__":
-                    object.__setattr__(self, slot, getattr(new, slot))
+        from .tracing import notify_assign  # tracing builds on this module
+
+        notify_assign(self, new)
+        copy_slots(new, self)
 
     def _inplace(self, fn: Any, other: Any) -> Tensor:
         res = fn(self, other)
@@ -194,49 +192,29 @@ class Tensor:
         return _xp.bitwise_invert(self)
 
 
-def _binop(fname: str, reflected: bool = False):
-    fn = None
+def copy_slots(src: Tensor, dst: Tensor) -> None:
+    """Make `dst` hold what `src` holds (every slot set on `src`, through the slot descriptors,
+    so a tracer's buffer guard is not in the way)."""
+    for cls in type(src).__mro__:
+        for slot in getattr(cls, "__slots__", ()):
+            if slot != "__weakref__":
+                desc = cls.__dict__[slot]
+                try:
+                    desc.__set__(dst, desc.__get__(src))
+                except AttributeError:  # a slot never set on src (a tracer's buffer)
+                    continue
 
+
+def _reflected(fn: Any):
     def op(self, other):
-        nonlocal fn
-        if fn is None:  # resolved on first use: the namespace imports this module
-            fn = getattr(_xp, fname)
-        return fn(other, self) if reflected else fn(self, other)
+        return fn(other, self)
 
     return op
 
 
-_SCALAR_RANK = {bool: 0, int: 1, float: 2}
-_KIND_RANK = {"i": 1, "u": 1, "f": 2, "c": 3}
-
-
-def _direct_binop(prim: Any, fname: str, reflected: bool = False):
-    """`a + b`, `a * 0.5`, ...: when the operands need no promotion or broadcasting the
-    namespace function is exactly the primitive, so bind it directly; else go through it."""
-    fallback = _binop(fname, reflected)
-
+def _iop(fn: Any):
     def op(self, other):
-        av = self._aval
-        rank = _KIND_RANK.get(av.dtype.kind)  # None for bool: the namespace raises its error
-        if rank is not None:
-            kind = type(other)
-            if kind is Tensor:
-                bv = other._aval
-                if av is bv or (av.dtype is bv.dtype and av.shape == bv.shape):
-                    bind2 = _dispatch.bind2
-                    return bind2(prim, other, self) if reflected else bind2(prim, self, other)
-            elif _SCALAR_RANK.get(kind, 9) <= rank:
-                c = _xp._helpers.constant(fname, other, av)
-                bind2 = _dispatch.bind2
-                return bind2(prim, c, self) if reflected else bind2(prim, self, c)
-        return fallback(self, other)
-
-    return op
-
-
-def _iop(fname: str):
-    def op(self, other):
-        return self._inplace(getattr(_xp, fname), other)
+        return self._inplace(fn, other)
 
     return op
 
@@ -247,16 +225,20 @@ _BINARY = {
     "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
     "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
 }
-for _short, _fname in _BINARY.items():
-    setattr(Tensor, f"__{_short}__", _binop(_fname))
-    setattr(Tensor, f"__r{_short}__", _binop(_fname, reflected=True))
-    setattr(Tensor, f"__i{_short}__", _iop(_fname))
-for _short, _prim in (("add", catalog.add), ("sub", catalog.sub), ("mul", catalog.mul)):
-    setattr(Tensor, f"__{_short}__", _direct_binop(_prim, _BINARY[_short]))
-    setattr(Tensor, f"__r{_short}__", _direct_binop(_prim, _BINARY[_short], reflected=True))
-for _short, _fname in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
-                       "eq": "equal", "ne": "not_equal"}.items():
-    setattr(Tensor, f"__{_short}__", _binop(_fname))
+_COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+            "eq": "equal", "ne": "not_equal"}
+
+
+def install_operators(xp: Any) -> None:
+    """Make Tensor's operators the namespace functions themselves (``a + b`` is ``xp.add(a, b)``,
+    with no wrapper in between); called by the namespace once it is built."""
+    for short, fname in _BINARY.items():
+        fn = getattr(xp, fname)
+        setattr(Tensor, f"__{short}__", fn)
+        setattr(Tensor, f"__r{short}__", _reflected(fn))
+        setattr(Tensor, f"__i{short}__", _iop(fn))
+    for short, fname in _COMPARE.items():
+        setattr(Tensor, f"__{short}__", getattr(xp, fname))
+
 
 from . import array_api as _xp  # noqa: E402  (the namespace imports Tensor first)
-from . import dispatch as _dispatch  # noqa: E402

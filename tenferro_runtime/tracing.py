@@ -1,33 +1,38 @@
-"""Transformations as traces: the machinery `bind` hands primitives to.
+"""The interpreter stack: what `bind` hands each primitive to.
 
-Each active transformation is a `Trace` with a level (its position in
-`dispatch.TRACE_STACK`). Its values are `Tracer`s. `bind` gives a primitive to
-the highest-level trace among its operands' tracers; values of lower levels (or
-plain tensors) are constants to it. Rules that compute on lower-level values
-therefore reach the outer transformations, which is what makes transforms nest
-(``grad(grad(f))``).
+The active interpretations of a thread or asyncio task are an immutable tuple
+in a `ContextVar`, innermost last. Its bottom is the eager interpreter
+(`eager.EvalTrace`), which runs kernels. Above it sit transformations (`Trace`:
+graph tracing, JVP) and observers (`Observer`: gradient tapes, later energy
+accounting). A trace's level is its position in the stack; `bind` gives a
+primitive to the highest-level trace among its operands' tracers, or to the
+eager interpreter when none of them is traced, which then tells the observers
+of its context what ran. Values of lower levels are constants to a trace, so
+rules that compute on them reach the outer transformations: that is what makes
+transforms nest (``grad(grad(f))``). Pushing and popping restore the previous
+tuple through the ContextVar's token, so no context ever sees another's entries.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Iterator
 from typing import Any
 
 from tenferro_core.errors import ConcretizationError, TenferroError
 
-from .dispatch import TRACE_STACK
 from .tensor import Tensor
 
 
 class Trace:
-    """One active transformation. Subclasses implement `process`."""
+    """One interpreter of primitives. Subclasses implement `process`."""
 
-    def __init__(self) -> None:
-        self.level = -1
-        self.active = False
+    level = -1
+    active = False
 
     def process(self, prim: Any, args: tuple, params: dict) -> Any:
+        """Interpret `prim` applied to `args` (some of them this trace's tracers)."""
         raise NotImplementedError
 
     def concrete(self, tracer: Tracer) -> Any:
@@ -39,50 +44,146 @@ class Trace:
         )
 
 
+class Observer:
+    """Sees every primitive the eager interpreter runs in its context (gradient tapes).
+
+    An observer never changes what runs; it is told after the fact.
+    """
+
+    def observe(self, prim: Any, args: tuple, params: dict, out: Any) -> None:
+        """`prim` ran eagerly on `args` with canonical `params` and gave `out`."""
+
+    def assigned(self, obj: Tensor, new: Tensor) -> None:
+        """`obj` is about to take `new`'s value in place (``x += y``, ``x[i] = v``)."""
+
+
+_ESCAPED = (
+    "a value of a finished transformation (a tracer) escaped and was used later; "
+    "return results from the transformed function instead of storing them"
+)
+
+
+_OTHER_CONTEXT = (
+    "a traced value of another thread or asyncio task (or of a transformation not active "
+    "here) was used; transformations are per context, so pass concrete tensors between threads"
+)
+
+
 class Tracer(Tensor):
     """A value of a transformation: an aval, no buffer of its own."""
 
     __slots__ = ("_trace",)
 
+    @property
+    def _buf(self) -> Any:
+        """Tracers have no buffer: reaching a kernel means the tracer left its transformation."""
+        raise TenferroError(_ESCAPED if not self._trace.active else _OTHER_CONTEXT)
+
     def numpy(self):
         if not self._trace.active:
-            raise TenferroError(
-                "a value of a finished transformation (a tracer) escaped and was used later; "
-                "return results from the transformed function instead of storing them"
-            )
+            raise TenferroError(_ESCAPED)
         return self._trace.concrete(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._aval.str_short()})"
 
 
+def interpreters() -> tuple:
+    """This context's interpreter stack, bottom (the eager interpreter) first."""
+    return _STACK.get()
+
+
+def _set(stack: tuple) -> contextvars.Token:
+    return _STACK.set(BOTTOM if len(stack) == 1 else stack)
+
+
 @contextlib.contextmanager
 def new_trace(trace: Trace) -> Iterator[Trace]:
-    """Push `trace` on the stack for the block (its level is its position)."""
-    trace.level = len(TRACE_STACK)
+    """Push `trace` on this context's stack for the block (its level is its position)."""
+    stack = _STACK.get()
+    trace.level = len(stack)
     trace.active = True
-    TRACE_STACK.append(trace)
+    token = _set(stack + (trace,))
     try:
         yield trace
     finally:
         trace.active = False
-        TRACE_STACK.pop()
+        _STACK.reset(token)
 
 
-def top_trace(args: tuple) -> Trace | None:
-    """The highest-level active trace among the operands' tracers."""
+def push_observer(observer: Observer) -> contextvars.Token:
+    """Put `observer` on this context's stack; undo with `pop(token)`."""
+    return _set(_STACK.get() + (observer,))
+
+
+def remove_observer(observer: Observer) -> contextvars.Token:
+    """Take `observer` off this context's stack (if there); undo with `pop(token)`."""
+    return _set(tuple(i for i in _STACK.get() if i is not observer))
+
+
+def pop(token: contextvars.Token) -> None:
+    """Restore the stack as it was before the change that returned `token`."""
+    try:
+        _STACK.reset(token)
+    except ValueError:
+        raise TenferroError(
+            "an interpreter (a gradient tape or trace) was closed in another thread or asyncio "
+            "task than the one that opened it; open and close it in the same context"
+        ) from None
+
+
+def top_trace(args: Any, stack: tuple | None = None) -> Trace | None:
+    """The highest-level trace of this context among the operands' tracers (None: eager)."""
+    if stack is None:
+        stack = _STACK.get()
     top = None
     for a in args:
         tr = getattr(a, "_trace", None)
         if tr is not None:
             if not tr.active:
-                raise TenferroError(
-                    "a value of a finished transformation (a tracer) escaped and was used later; "
-                    "return results from the transformed function instead of storing them"
-                )
+                raise TenferroError(_ESCAPED)
+            if tr.level >= len(stack) or stack[tr.level] is not tr:
+                raise TenferroError(_OTHER_CONTEXT)
             if top is None or tr.level > top.level:
                 top = tr
     return top
 
 
-__all__ = ["Trace", "Tracer", "new_trace", "top_trace"]
+def observers() -> list[Observer]:
+    """The observers on this context's stack, outermost first."""
+    stack = _STACK.get()
+    if stack is BOTTOM:
+        return []
+    return [i for i in stack if isinstance(i, Observer)]
+
+
+def observe(prim: Any, args: tuple, params: dict, out: Any) -> None:
+    """Tell this context's observers that `out` was made from `args` without a kernel
+    (e.g. a fresh wrapper over the same buffer, reported as `copy`)."""
+    for o in observers():
+        o.observe(prim, args, params, out)
+
+
+def notify_assign(obj: Tensor, new: Tensor) -> None:
+    """Tell this context's observers that `obj` takes `new`'s value in place."""
+    for o in observers():
+        o.assigned(obj, new)
+
+
+BOTTOM: tuple = ()
+_STACK: contextvars.ContextVar[tuple]
+
+
+def install_bottom(eval_trace: Trace) -> None:
+    """Create the stack with `eval_trace` at its bottom (eager.py does, once, on import)."""
+    global BOTTOM, _STACK
+    BOTTOM = (eval_trace,)
+    _STACK = contextvars.ContextVar("tenferro_interpreters", default=BOTTOM)
+
+
+from . import eager as _eager  # noqa: E402, F401  (installs the eager interpreter at the bottom)
+
+__all__ = [
+    "BOTTOM", "Observer", "Trace", "Tracer", "interpreters", "new_trace", "notify_assign", "observe",
+    "observers", "pop", "push_observer", "remove_observer", "top_trace",
+]

@@ -1,4 +1,5 @@
-"""Plugin discovery, isolation of broken plugins, allow/block lists, duplicates, CLI."""
+"""Plugin discovery, isolation of broken plugins, allow/block lists, duplicates, entry-point
+clashes, registration kinds nothing consumes, CLI."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import numpy as np
 import pytest
 
 import tenferro_numpy.plugin as numpy_plugin
-from plugin_fixtures import BackendPlugin, TwinBackend, install_fake_dists
+from plugin_fixtures import BackendPlugin, TwinBackend, install_fake_dists, make_dist
 from tenferro_core import catalog, define_op, hookimpl
 from tenferro_core.errors import ArgumentError, MissingExtensionError, MissingKernelError, PluginError
+from tenferro_core.plugins import RULE_KINDS, Registration
 from tenferro_runtime import Runtime, lax, use_runtime
 from tenferro_runtime.array_api import asarray
 
@@ -215,3 +217,124 @@ def test_cli_lists_plugins_and_failures(fake_dists):
     assert "fake_broken_import" in text and "FAILED" in text and "no_such_module_anywhere" in text
     assert "tf_fake_good.double.v1" in text
     assert "devices: numpy:cpu" in text
+
+
+# ---- registration kinds nothing consumes are errors --------------------------------------------
+
+
+def _hook(name, register):
+    class P:
+        __name__ = name
+
+        @hookimpl
+        def tenferro_register(self, registry):
+            register(registry)
+
+    return P()
+
+
+def test_unconsumed_rule_kind_is_an_error_naming_the_supported_ones():
+    assert RULE_KINDS == ("jvp", "transpose", "vjp", "cost")
+    with pytest.raises(PluginError, match=r"'batch'.*not supported.*jvp, transpose, vjp, cost"):
+        Registration("direct").add_rule("batch", "add", lambda *a: None)
+    rt = Runtime([numpy_plugin, _hook("batcher", lambda r: r.add_rule("batch", "add", len))])
+    assert "not supported" in rt.reports[1].error and not any(k == "batch" for k, _ in rt.rules)
+
+
+def test_cost_rules_are_accepted():
+    rt = Runtime([numpy_plugin, _hook("coster", lambda r: r.add_rule("cost", catalog.add, len))])
+    assert rt.reports[1].ok and rt.rule("cost", catalog.add) is len
+
+
+@pytest.mark.parametrize("register, what", [
+    (lambda r: r.add_pass("fuse", lambda g: g), "passes are not consumed yet"),
+    (lambda r: r.add_meter("rapl", object()), "meters are not consumed yet"),
+])
+def test_passes_and_meters_are_refused(register, what):
+    rt = Runtime([numpy_plugin, _hook("extra", register)])
+    assert "PluginError" in rt.reports[1].error and what in rt.reports[1].error
+    assert not rt.passes and not rt.meters
+
+
+class CompilingBackend(TwinBackend):
+    def compile(self, graph):
+        return graph
+
+
+def test_backend_compile_is_refused_and_no_builtin_backend_defines_it():
+    rt = Runtime([numpy_plugin, BackendPlugin(CompilingBackend("compiling"))])
+    assert "compile(graph)" in rt.reports[1].error and "compiling" not in rt.backends
+    from tenferro_numpy.backend import NumpyBackend
+    from tenferro_torch.backend import TorchBackend
+
+    assert all(getattr(cls, "compile", None) is None for cls in (NumpyBackend, TorchBackend))
+
+
+# ---- entry-point name clashes ------------------------------------------------------------------
+
+EVIL = "raise RuntimeError('a clashing plugin must not even be imported')\n"
+FANCY = """
+    from tenferro_core.plugins import hookimpl
+
+    @hookimpl
+    def tenferro_register(registry):
+        pass
+"""
+
+
+@pytest.fixture
+def clashing_dists(tmp_path):
+    """'numpy' again (distribution evil-numpy), and 'fancy' from two third-party distributions."""
+    old = list(sys.path)
+    make_dist(tmp_path, "evil-numpy", {"numpy": "tf_fake_evil"}, {"tf_fake_evil": EVIL})
+    make_dist(tmp_path, "b-fancy", {"fancy": "tf_fake_fancy_b"}, {"tf_fake_fancy_b": FANCY})
+    make_dist(tmp_path, "a-fancy", {"fancy": "tf_fake_fancy_a"}, {"tf_fake_fancy_a": FANCY})
+    sys.path.insert(0, str(tmp_path))
+    yield tmp_path
+    sys.path[:] = old
+    for mod in [m for m in sys.modules if m.startswith("tf_fake_")]:
+        del sys.modules[mod]
+
+
+def test_entry_point_clash_is_a_conflict_never_a_replacement(clashing_dists):
+    rt = Runtime.from_entry_points()
+    assert type(rt.backends["numpy"][0]).__name__ == "NumpyBackend"
+    assert "tf_fake_evil" not in sys.modules
+    numpy_reports = [r for r in rt.reports if r.name == "numpy"]
+    assert {r.distribution for r in numpy_reports} == {"tenferro-numpy", "evil-numpy"}
+    bad = next(r for r in numpy_reports if r.distribution == "evil-numpy")
+    assert "conflict" in bad.error and "'tenferro-numpy'" in bad.error and "'evil-numpy'" in bad.error
+    assert next(r for r in numpy_reports if r.distribution == "tenferro-numpy").ok
+    # neither owns the name 'fancy': the first by distribution name loads, the other is reported
+    fancy = {r.distribution: r for r in rt.reports if r.name == "fancy"}
+    assert fancy["a-fancy"].ok and "conflict" in fancy["b-fancy"].error
+    assert "'a-fancy'" in fancy["b-fancy"].error and "tf_fake_fancy_b" not in sys.modules
+    with pytest.raises(PluginError, match="conflict"):
+        Runtime.from_entry_points(strict=True)
+
+
+def test_blocking_one_distribution_resolves_the_clash(clashing_dists):
+    rt = Runtime.from_entry_points(block=["evil-numpy", "a-fancy"])
+    assert not any(r.error for r in rt.reports)
+    assert {r.distribution for r in rt.reports if r.name == "fancy" and r.ok} == {"b-fancy"}
+
+
+def test_same_distribution_seen_twice_is_one_entry_point(monkeypatch):
+    from importlib import metadata
+
+    from tenferro_core import plugins
+
+    real = metadata.entry_points(group="tenferro")
+    numpy_ep = next(ep for ep in real if ep.name == "numpy")
+    monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: [numpy_ep, numpy_ep])
+    found, reports = plugins.discover()
+    assert [p.name for p in found] == ["numpy"] and reports == []
+
+
+def test_cli_exits_non_zero_on_a_conflict_and_still_lists(clashing_dists):
+    env = {"PYTHONPATH": os.pathsep.join([str(clashing_dists), *sys.path])}
+    out = subprocess.run([sys.executable, "-m", "tenferro_runtime", "plugins"], capture_output=True,
+                         text=True, env={**os.environ, **env}, check=False)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "evil-numpy" in out.stdout and "conflict" in out.stdout and "tenferro-numpy" in out.stdout
+    assert "devices: numpy:cpu" in out.stdout and "failed or conflict" in out.stderr

@@ -100,12 +100,6 @@ def _dilate(n: int, d: int) -> int:
     return 0 if n == 0 else 1 + d * (n - 1)
 
 
-def _conv_params(nsp, window_strides, padding, lhs_dilation, rhs_dilation):
-    one = (1,) * nsp
-    return (window_strides or one, padding or ((0, 0),) * nsp, lhs_dilation or one,
-            rhs_dilation or one)
-
-
 def _conv_lhs_t(g, lhs_aval, rhs, strides, padding, ld, rd, groups):
     """Conv of ct with the flipped, channel-swapped kernel (JAX's transpose_lhs)."""
     rav = _aval(rhs)
@@ -162,11 +156,11 @@ def _conv_rhs_t(g, lhs, rhs_aval, strides, padding, ld, rd, groups):
     return lax.transpose(r, permutation=(1, 0) + sp)
 
 
-def _conv_general_t(ct, lhs, rhs, *, window_strides=None, padding=None, lhs_dilation=None,
-                    rhs_dilation=None, feature_group_count=1):
+def _conv_general_t(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                    feature_group_count):
     """Cotangent of the undefined operand, itself a convolution."""
     lav, rav = _aval(lhs), _aval(rhs)
-    params = _conv_params(lav.ndim - 2, window_strides, padding, lhs_dilation, rhs_dilation)
+    params = (window_strides, padding, lhs_dilation, rhs_dilation)
     degenerate = is_zero(ct) or 0 in (lav.size, rav.size, _aval(ct).size)
     cl = cr = None
     if is_undefined(lhs):

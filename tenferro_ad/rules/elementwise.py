@@ -35,8 +35,11 @@ from typing import Any
 
 from tenferro_runtime import lax
 
-from ..ad_util import Zero, add_tangents, instantiate, is_undefined, is_zero
+from ..ad_util import Zero, add_tangents, is_undefined, is_zero
 
+# The linear ones (neg, conj, real, imag, select) have no entry: their JVP is the generic
+# `tenferro_ad.jvp.linear_jvp`. add and sub keep rules that leave a Zero tangent symbolic;
+# mul and div are not jointly linear in their operands.
 JVP: dict = {}
 TRANSPOSE: dict = {}
 
@@ -112,20 +115,12 @@ def _sign_tangent(t, x, y):
     return lax.select(at_zero, _const(d, 0), d)
 
 
-def _imag_tangent(t, x, y):
-    return lax.imag(t) if _is_complex(x) else _zero_like(y)
-
-
 def _sqrt_1m_x2(x):
     return lax.rsqrt(lax.sub(_const(x, 1), _square(x)))
 
 
-_unary("neg", lambda t, x, y: lax.neg(t))
 _unary("abs", _abs_tangent)
 _unary("sign", _sign_tangent)
-_unary("conj", lambda t, x, y: lax.conj(t))
-_unary("real", lambda t, x, y: lax.real(t))
-_unary("imag", _imag_tangent)
 _unary("exp", lambda t, x, y: lax.mul(t, y))
 _unary("expm1", lambda t, x, y: lax.mul(t, lax.add(y, _const(y, 1))))
 _unary("log", lambda t, x, y: lax.div(t, x))
@@ -252,16 +247,6 @@ def _atan2_jvp(primals, tangents):
     return out, add_tangents(a, b)
 
 
-def _select_jvp(primals, tangents):
-    """JVP of `select`: the tangents selected like the values."""
-    pred, a, b = primals
-    _, ta, tb = tangents
-    out = lax.select(pred, a, b)
-    if is_zero(ta) and is_zero(tb):
-        return out, _zero_like(out)
-    return out, lax.select(pred, instantiate(ta), instantiate(tb))
-
-
 def _masked(mask, t, zero):
     return t if is_zero(t) else lax.select(mask, t, zero)
 
@@ -280,7 +265,7 @@ def _clamp_jvp(primals, tangents):
 
 
 JVP.update(add=_add_jvp, sub=_sub_jvp, mul=_mul_jvp, div=_div_jvp, rem=_rem_jvp,
-           pow=_pow_jvp, atan2=_atan2_jvp, select=_select_jvp, clamp=_clamp_jvp)
+           pow=_pow_jvp, atan2=_atan2_jvp, clamp=_clamp_jvp)
 _minmax("maximum")
 _minmax("minimum")
 

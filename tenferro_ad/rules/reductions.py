@@ -34,13 +34,6 @@ def _kept(ndim: int, axes) -> tuple[int, ...]:
     return tuple(i for i in range(ndim) if i not in axes)
 
 
-def _reduce_sum_jvp(primals, tangents, *, axes):
-    """Linear: reduce the tangent."""
-    out = lax.reduce_sum(primals[0], axes=axes)
-    t = tangents[0]
-    return out, (Zero(_aval(out)) if is_zero(t) else lax.reduce_sum(t, axes=axes))
-
-
 def _reduce_sum_t(ct, x, *, axes):
     """Broadcast the cotangent back over the reduced axes."""
     av = _aval(x)
@@ -98,13 +91,6 @@ def _reduce_extremum_jvp(prim):
     return jvp
 
 
-def _cumsum_jvp(primals, tangents, *, axis, reverse=False):
-    """Linear: cumsum of the tangent."""
-    out = lax.cumsum(primals[0], axis=axis, reverse=reverse)
-    t = tangents[0]
-    return out, (Zero(_aval(out)) if is_zero(t) else lax.cumsum(t, axis=axis, reverse=reverse))
-
-
 def _cumsum_t(ct, x, *, axis, reverse=False):
     """Cumsum in the other direction."""
     if is_zero(ct):
@@ -138,12 +124,11 @@ def _sort_jvp(primals, tangents, *, dimension, descending=False, stable=True):
     return out, _take_along(t, perm, dimension)
 
 
+# reduce_sum and cumsum are linear: their JVP is the generic `tenferro_ad.jvp.linear_jvp`.
 JVP: dict = {
-    "reduce_sum": _reduce_sum_jvp,
     "reduce_prod": _reduce_prod_jvp,
     "reduce_max": _reduce_extremum_jvp(lax.reduce_max),
     "reduce_min": _reduce_extremum_jvp(lax.reduce_min),
-    "cumsum": _cumsum_jvp,
     "sort": _sort_jvp,
 }
 

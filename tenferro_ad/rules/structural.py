@@ -5,7 +5,8 @@ only `tenferro_runtime.lax` on their operands, so they trace; they branch on sha
 dtypes and params only. The exported `JVP` and `TRANSPOSE` also hold the tables of
 `reductions` and `contraction` (the plugin reads this module only).
 
-Decisions at degenerate points:
+Linear primitives have no JVP entry: `tenferro_ad.jvp.linear_jvp` derives theirs from the
+catalog's `linear` flags. Decisions at degenerate points:
 
 - Index operands (gather/scatter indices, dynamic_slice starts) never carry tangents.
 - `gather` clamps its indices, `scatter`/`scatter_add` drop out-of-range rows: the
@@ -37,33 +38,6 @@ def _aval(x: Any):
 def _scalar(value: Any, aval) -> Any:
     """A 0-d constant of aval's dtype on aval's device."""
     return lax.full(shape=(), fill_value=value, dtype=aval.dtype, device=aval.device)
-
-
-def _linear_jvp(prim):
-    """JVP of a primitive linear in operand 0, whose other operands carry no tangent."""
-
-    def jvp(primals, tangents, **params):
-        out = prim(*primals, **params)
-        t = tangents[0]
-        if is_zero(t):
-            return out, Zero(_aval(out))
-        return out, prim(t, *primals[1:], **params)
-
-    return jvp
-
-
-def _joint_linear_jvp(prim, nlinear: int | None = None):
-    """JVP of a primitive jointly linear in its first `nlinear` operands (None: all)."""
-
-    def jvp(primals, tangents, **params):
-        out = prim(*primals, **params)
-        n = len(primals) if nlinear is None else nlinear
-        ts = tangents[:n]
-        if all(is_zero(t) for t in ts):
-            return out, Zero(_aval(out))
-        return out, prim(*(instantiate(t) for t in ts), *primals[n:], **params)
-
-    return jvp
 
 
 # --- layout -----------------------------------------------------------------------------
@@ -127,12 +101,11 @@ def _reverse_t(ct, x, *, dimensions):
 # --- slicing ----------------------------------------------------------------------------
 
 
-def _slice_t(ct, x, *, start_indices, limit_indices, strides=None):
+def _slice_t(ct, x, *, start_indices, limit_indices, strides):
     """Zero-pad back: `start` before, interior `stride - 1`, the rest after."""
     av = _aval(x)
     if is_zero(ct):
         return (Zero(av),)
-    strides = strides or (1,) * av.ndim
     config = []
     for s, st, n, m in zip(start_indices, strides, av.shape, _aval(ct).shape):
         used = m + max(m - 1, 0) * (st - 1)
@@ -302,21 +275,14 @@ def _scatter_add_t(ct, x, indices, updates, *, axes):
     return (cx, None, cu)
 
 
+# The linear primitives without an entry here (reshape, transpose, broadcast_in_dim, slice,
+# dynamic_slice, dynamic_update_slice, pad, concatenate, reverse, gather, copy) take the
+# generic `tenferro_ad.jvp.linear_jvp`. convert is not linear into integer dtypes; scatter_add
+# keeps a Zero update tangent symbolic.
 _JVP = {
-    "reshape": _linear_jvp(lax.reshape),
-    "transpose": _linear_jvp(lax.transpose),
-    "broadcast_in_dim": _linear_jvp(lax.broadcast_in_dim),
     "convert": _convert_jvp,
-    "slice": _linear_jvp(lax.slice),
-    "dynamic_slice": _linear_jvp(lax.dynamic_slice),
-    "dynamic_update_slice": _joint_linear_jvp(lax.dynamic_update_slice, 2),
-    "pad": _joint_linear_jvp(lax.pad, 2),
-    "concatenate": _joint_linear_jvp(lax.concatenate),
-    "reverse": _linear_jvp(lax.reverse),
-    "gather": _linear_jvp(lax.gather),
     "scatter": _scatter_jvp,
     "scatter_add": _scatter_add_jvp,
-    "copy": _linear_jvp(lax.copy),
 }
 
 _TRANSPOSE = {

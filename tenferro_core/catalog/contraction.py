@@ -39,7 +39,7 @@ dot_general = Primitive(
         "contracting_dims": (p_int_pairs, REQUIRED),
         "batch_dims": (p_int_pairs, ((), ())),
     },
-    linear=(0, 1),
+    linear=(),  # bilinear, not jointly linear
     doc="General tensor contraction; output axes are batch, lhs free, rhs free.",
 )
 
@@ -53,10 +53,7 @@ def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, feat
             "conv_general: expected lhs (N, C, *spatial) and rhs (O, C/groups, *window) of equal "
             f"rank >= 3, got {lhs.shape} and {rhs.shape}"
         )
-    strides = window_strides or (1,) * nsp
-    padding = padding or ((0, 0),) * nsp
-    ld = lhs_dilation or (1,) * nsp
-    rd = rhs_dilation or (1,) * nsp
+    strides, ld, rd = window_strides, lhs_dilation, rhs_dilation
     if not (len(strides) == len(padding) == len(ld) == len(rd) == nsp):
         raise ShapeError(
             f"conv_general: window_strides, padding, lhs_dilation and rhs_dilation need {nsp} "
@@ -89,6 +86,20 @@ def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, feat
     return tuple(out), dtype
 
 
+def _resolve_conv(avals, params):
+    """None strides, padding and dilations: the identity ones, per spatial axis of lhs."""
+    p = params
+    if None in (p["window_strides"], p["padding"], p["lhs_dilation"], p["rhs_dilation"]):
+        nsp = max(avals[0].ndim - 2, 0)
+        one = (1,) * nsp
+        for key in ("window_strides", "lhs_dilation", "rhs_dilation"):
+            if p[key] is None:
+                p[key] = one
+        if p["padding"] is None:
+            p["padding"] = ((0, 0),) * nsp
+    return p
+
+
 conv_general = Primitive(
     "conv_general",
     _conv,
@@ -100,7 +111,8 @@ conv_general = Primitive(
         "rhs_dilation": (p_optional(p_ints), None),
         "feature_group_count": (p_nonneg_int, 1),
     },
-    linear=(0, 1),
+    resolve=_resolve_conv,
+    linear=(),  # bilinear, not jointly linear
     doc="N-d cross-correlation, layout lhs (N, C, *spatial), rhs (O, C/groups, *window).",
 )
 

@@ -74,7 +74,8 @@ bitwise_not = _unary("bitwise_not", BITS, **NONDIFF)
 
 add = _binary("add", NUMERIC, linear=(0, 1))
 sub = _binary("sub", NUMERIC, linear=(0, 1))
-mul = _binary("mul", NUMERIC, linear=(0, 1))
+# bilinear, not jointly linear: `linear` lists operands the op is jointly linear in
+mul = _binary("mul", NUMERIC)
 div = _binary("div", NUMERIC, linear=(0,))
 rem = _binary("rem", REAL)
 pow = _binary("pow", NUMERIC)

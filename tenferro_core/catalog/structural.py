@@ -85,7 +85,6 @@ bitcast_convert = Primitive(
 )
 
 def _slice(x, *, start_indices, limit_indices, strides):
-    strides = strides or (1,) * x.ndim
     if not len(start_indices) == len(limit_indices) == len(strides) == x.ndim:
         raise ShapeError(
             f"slice: start_indices, limit_indices and strides need {x.ndim} entries each "
@@ -101,6 +100,12 @@ def _slice(x, *, start_indices, limit_indices, strides):
         out.append(-(-(e - s) // st))
     return tuple(out), x.dtype
 
+def _resolve_slice(avals, params):
+    """strides=None: unit strides, one per operand axis."""
+    if params["strides"] is None:
+        params["strides"] = (1,) * avals[0].ndim
+    return params
+
 slice = Primitive(
     "slice",
     _slice,
@@ -109,6 +114,7 @@ slice = Primitive(
         "limit_indices": (p_ints, REQUIRED),
         "strides": (p_optional(p_ints), None),
     },
+    resolve=_resolve_slice,
     linear=(0,),
 )
 

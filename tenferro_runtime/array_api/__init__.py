@@ -8,6 +8,7 @@ AttributeError, so ``hasattr(xp, "linalg")`` stays honest.
 from __future__ import annotations
 
 import math as _math
+import sys as _sys
 
 from tenferro_core.dtypes import (
     bfloat16,
@@ -45,6 +46,10 @@ from ._statistical import *  # noqa: F403
 from ._utility import *  # noqa: F403
 
 __array_api_version__ = "2024.12"
+
+from ..tensor import install_operators as _install_operators  # noqa: E402
+
+_install_operators(_sys.modules[__name__])
 
 e = _math.e
 inf = _math.inf

@@ -27,12 +27,15 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+from tenferro_core import catalog
 from tenferro_core import dtypes as D
 from tenferro_core.errors import DTypeError
 
 from .. import lax
+from ..dispatch import bind
+from ..eager import EVAL
 from ..tensor import Tensor
-from ._helpers import _INT_RANGE, check_tensor, elementwise_operands, fresh
+from ._helpers import _INT_RANGE, check_tensor, constant, elementwise_operands, fresh
 
 # ---------------------------------------------------------------- helpers
 
@@ -95,22 +98,29 @@ def _named(fn: Any, name: str, doc: str) -> Any:
 
 def add(x1: Any, x2: Any, /) -> Tensor:
     """x1 + x2."""
-    return lax.add(*elementwise_operands("add", x1, x2))
+    return bind(catalog.add, elementwise_operands("add", x1, x2))
 
 
 def subtract(x1: Any, x2: Any, /) -> Tensor:
     """x1 - x2."""
-    return lax.sub(*elementwise_operands("subtract", x1, x2))
+    return bind(catalog.sub, elementwise_operands("subtract", x1, x2))
 
 
 def multiply(x1: Any, x2: Any, /) -> Tensor:
     """x1 * x2."""
-    return lax.mul(*elementwise_operands("multiply", x1, x2))
+    return bind(catalog.mul, elementwise_operands("multiply", x1, x2))
 
 
 def divide(x1: Any, x2: Any, /) -> Tensor:
     """True division x1 / x2; integer operands give float64."""
     return lax.div(*float_operands("divide", x1, x2))
+
+
+# the eager interpreter's fast path in front: one aval, no promotion, no broadcasting
+add = EVAL.fast_binary(catalog.add, add, constant=constant)
+subtract = EVAL.fast_binary(catalog.sub, subtract, constant=constant)
+multiply = EVAL.fast_binary(catalog.mul, multiply, constant=constant)
+divide = EVAL.fast_binary(catalog.div, divide, kinds="fc", constant=constant)
 
 
 def pow(x1: Any, x2: Any, /) -> Tensor:
@@ -131,6 +141,9 @@ def minimum(x1: Any, x2: Any, /) -> Tensor:
 def negative(x: Any, /) -> Tensor:
     """-x (unsigned integers wrap around)."""
     return lax.neg(x)
+
+
+negative = EVAL.fast_unary(catalog.neg, negative, "iufc")
 
 
 def positive(x: Any, /) -> Tensor:
@@ -213,7 +226,7 @@ def _float_unary(name: str, prim: Any, doc: str) -> Any:
     def fn(x: Any, /) -> Tensor:
         return prim(to_inexact(name, x))
 
-    return _named(fn, name, doc)
+    return EVAL.fast_unary(prim.__self__, _named(fn, name, doc), "fc")
 
 
 acos = _float_unary("acos", lax.acos, "Inverse cosine (principal value).")

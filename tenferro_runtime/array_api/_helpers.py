@@ -16,8 +16,7 @@ from tenferro_core import catalog
 from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeError
 
-from .. import lax
-from ..dispatch import TAPES
+from .. import lax, tracing
 from ..runtime import Device, default_runtime
 from ..tensor import Tensor
 
@@ -28,13 +27,12 @@ _INT_RANGE = {d: (np.iinfo(d.numpy).min, np.iinfo(d.numpy).max) for d in D.INTEG
 
 def fresh(x: Any) -> Any:
     """A new Tensor object over x's (immutable) buffer, so a later in-place update of x
-    never shows through the result; tracers pass through. Open tapes record the identity
-    edge (as a `copy`), so gradients flow through it."""
+    never shows through the result; tracers pass through. This context's observers
+    (gradient tapes) see the identity edge as a `copy`, so gradients flow through it."""
     if type(x) is not Tensor:
         return x
     new = Tensor._new(x._buf, x._aval)
-    for tape in TAPES:
-        tape.record(catalog.copy, (x,), {}, new)
+    tracing.observe(catalog.copy, (x,), {}, new)
     return new
 
 
@@ -163,31 +161,28 @@ def constant(name: str, value: Any, aval: Any) -> Tensor:
     Loops like ``x * 0.5`` then cost one kernel, not three. Buffers are never
     mutated, so a cached one can back many tensors; each call gets a fresh wrapper.
     """
-    cache = aval.device.constant_cache
-    key = (type(value), value, aval)
-    hit = cache.get(key)
-    if hit is not None:
-        cache.hits += 1
-        t = _new_tensor(Tensor)
-        t._buf = hit
-        t._aval = aval
-        return t
-    cache.misses += 1
+    if type(value) in (float, complex) and (value == 0 or value != value):
+        return _constant(name, value, aval)  # -0.0 == 0.0 and nan != nan: never cached
+    buf = aval.device.constant_cache.get_or_build(
+        (type(value), value, aval), lambda: _constant(name, value, aval)._buf)
+    t = _new_tensor(Tensor)
+    t._buf = buf
+    t._aval = aval
+    return t
+
+
+def _constant(name: str, value: Any, aval: Any) -> Tensor:
     if aval.size <= _DENSE_CONSTANT_MAX:  # kernels run faster on dense operands than on broadcasts
         check_scalar_fits(name, value, aval.dtype)
-        t = full(aval.shape, value, aval.dtype, aval.device)
-    else:
-        t = broadcast_to(scalar_like(name, value, aval.dtype, aval.device), aval.shape)
-    if not (type(value) in (float, complex) and (value == 0 or value != value)):
-        cache.put(key, t._buf)  # -0.0 == 0.0 and nan != nan: those are never cached
-    return t
+        return full(aval.shape, value, aval.dtype, aval.device)
+    return broadcast_to(scalar_like(name, value, aval.dtype, aval.device), aval.shape)
 
 
 _new_tensor = object.__new__
 _DENSE_CONSTANT_MAX = 4096
 
 
-def elementwise_operands(name: str, *args: Any) -> list[Tensor]:
+def elementwise_operands(name: str, *args: Any) -> tuple[Tensor, ...]:
     """Promote, then broadcast to one shape: the operands of an elementwise primitive."""
     if len(args) == 2:
         a, b = args
@@ -196,14 +191,14 @@ def elementwise_operands(name: str, *args: Any) -> list[Tensor]:
             if type(b) is Tensor:
                 bv = b._aval
                 if av is bv or (av.dtype is bv.dtype and av.shape == bv.shape):
-                    return [a, b]
+                    return (a, b)
             elif _SCALAR_RANK.get(type(b), 9) <= _DTYPE_RANK[av.dtype.kind]:
-                return [a, constant(name, b, av)]
+                return (a, constant(name, b, av))
         elif type(b) is Tensor and _SCALAR_RANK.get(type(a), 9) <= _DTYPE_RANK[b._aval.dtype.kind]:
-            return [constant(name, a, b._aval), b]
+            return (constant(name, a, b._aval), b)
     ts = promote(name, *args)
     shape = broadcast_shapes(*(t.shape for t in ts))
-    return [broadcast_to(t, shape) for t in ts]
+    return tuple([broadcast_to(t, shape) for t in ts])
 
 
 def normalize_axis(name: str, axis: Any, ndim: int) -> int:

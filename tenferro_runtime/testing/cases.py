@@ -82,7 +82,7 @@ def rule_accepts(prim: Primitive, spec: Spec, dtype: DType, ctx: Ctx) -> bool:
     holds every output dtype; False on DTypeError (any other error is a bug in the probe)."""
     avals, params = spec.probe(dtype, ctx)
     try:
-        outs = prim.abstract_eval(avals, prim.check_params(params))
+        outs = prim.abstract_eval(avals, prim.check_params(params, avals))
     except DTypeError:
         return False
     return all(o.dtype in ctx.dtypes for o in outs)

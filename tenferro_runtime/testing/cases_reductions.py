@@ -164,14 +164,16 @@ def _conv_draw(draw, dtype: DType, ctx: Ctx) -> Case:
               "padding": tuple(pads) if any(p != (0, 0) for p in pads) else None,
               "feature_group_count": g}
     lshape, rshape = (n, g * cg, *spatial), (g * og, cg, *window)
+    avals = (av(lshape, dtype), av(rshape, dtype))
+    full = catalog.conv_general.check_params(params, avals)  # the case keeps the None spellings
     try:
-        catalog.conv_general.rule(av(lshape, dtype), av(rshape, dtype), **params)
+        catalog.conv_general.rule(*avals, **full)
     except ShapeError as exc:  # pragma: no cover - the construction above avoids this
         raise AssertionError(f"conformance kit drew an invalid conv_general case: {exc}") from None
     dom = Domain(-4, 4, im=(-2, 2), specials=False)
     lhs, rhs = draw(arrays(dtype, lshape, dom)), draw(arrays(dtype, rshape, dom))
     with np.errstate(**QUIET):
-        bound = conv_values(_magnitude(lhs), _magnitude(rhs), **params).real
+        bound = conv_values(_magnitude(lhs), _magnitude(rhs), **full).real
     k = max(cg * math.prod(window), 1)
     return Case((lhs, rhs), params, bound=bound * k)
 

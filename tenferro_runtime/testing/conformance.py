@@ -227,6 +227,13 @@ class BackendConformance:
     def dev(self) -> Any:
         return resolve_device(type(self).device)
 
+    @pytest.fixture(autouse=True)
+    def _kernel_checks(self) -> None:
+        """Every kernel result is compared with the abstract eval (buffer type, shape, dtype)."""
+        runtime = self.dev.runtime
+        if not runtime.check_kernels:
+            runtime.set_check_kernels(True)
+
     # ---- coverage --------------------------------------------------------
     def test_catalog_is_covered(self) -> None:
         names = {p.name for p in catalog.PRIMITIVES}
@@ -255,8 +262,10 @@ class BackendConformance:
             t, view = present(host, layout, dev)
             tensors.append(t)
             views.append(view)
-        expected = REFERENCE[prim_name](*views, **case.params)
-        (aval,) = prim.abstract_eval(tuple(t.aval for t in tensors), prim.check_params(case.params))
+        avals = tuple(t.aval for t in tensors)
+        params = prim.check_params(case.params, avals)
+        expected = REFERENCE[prim_name](*views, **params)
+        (aval,) = prim.abstract_eval(avals, params)
         assert expected.shape == aval.shape and D.from_numpy(expected.dtype) is aval.dtype, (
             f"kit bug: reference gives {expected.dtype}{list(expected.shape)}, rule {aval}")
 

@@ -1,7 +1,7 @@
 """NumPy reference implementations of every core primitive.
 
-`REFERENCE[name](*host_arrays, **params)` returns the exact expected result as
-a NumPy array of the primitive's output dtype. These are written from the
+`REFERENCE[name](*host_arrays, **params)` (params as `check_params` returns them)
+returns the exact expected result as a NumPy array of the primitive's output dtype. These are written from the
 semantics in docs/primitives.md, independently of any backend's kernels:
 integer arithmetic runs on Python ints and wraps, floating point runs in
 float64/complex128 and rounds once, and the structural primitives use

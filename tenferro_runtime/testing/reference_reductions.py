@@ -173,11 +173,7 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
 def conv_values(lhs: np.ndarray, rhs: np.ndarray, *, window_strides, padding, lhs_dilation,
                 rhs_dilation, feature_group_count) -> np.ndarray:
     """Cross-correlation in widened precision (float64 / complex128), by explicit loops."""
-    nsp = lhs.ndim - 2
-    strides = window_strides or (1,) * nsp
-    padding = padding or ((0, 0),) * nsp
-    ld = lhs_dilation or (1,) * nsp
-    rd = rhs_dilation or (1,) * nsp
+    strides, ld, rd = window_strides, lhs_dilation, rhs_dilation
     x, w = wide(lhs), wide(rhs)
     n, c = x.shape[:2]
     o, cg = w.shape[:2]

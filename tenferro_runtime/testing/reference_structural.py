@@ -80,7 +80,6 @@ def _bitcast(x, *, new_dtype):
 
 
 def _slice(x, *, start_indices, limit_indices, strides):
-    strides = strides or (1,) * x.ndim
     return _grid(x, [np.arange(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides)])
 
 

@@ -15,12 +15,12 @@ import numpy as np
 _QUIET = {"divide": "ignore", "invalid": "ignore", "over": "ignore", "under": "ignore"}
 
 # IEEE special cases (inf - inf, log(0), exp overflow) give the Array API's nan/inf
-# silently. Ufuncs called straight from dispatch or from this module warn with
+# silently. Ufuncs called straight from the eager interpreter or this module warn with
 # those modules' names, so this filter silences them without np.errstate (about
 # 1 us a call) and leaves warnings from users' own NumPy code alone. Kernels that
 # go through NumPy's Python-level functions (np.sum, np.einsum) use np.errstate.
 warnings.filterwarnings(
-    "ignore", category=RuntimeWarning, module=r"tenferro_(runtime\.dispatch|numpy\.kernels)$"
+    "ignore", category=RuntimeWarning, module=r"tenferro_(runtime\.eager|numpy\.kernels)$"
 )
 
 
@@ -118,7 +118,6 @@ def _convert(x, *, new_dtype):
 
 
 def _slice(x, *, start_indices, limit_indices, strides):
-    strides = strides or (1,) * x.ndim
     return x[(*(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides)), ...)]
 
 
@@ -274,10 +273,7 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
 def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                   feature_group_count):
     nsp = lhs.ndim - 2
-    strides = window_strides or (1,) * nsp
-    padding = padding or ((0, 0),) * nsp
-    ld = lhs_dilation or (1,) * nsp
-    rd = rhs_dilation or (1,) * nsp
+    strides, ld, rd = window_strides, lhs_dilation, rhs_dilation
     zero = np.zeros((), lhs.dtype)
     x = _pad(lhs, zero, padding_config=((0, 0, 0), (0, 0, 0)) + tuple(
         (lo, hi, d - 1) for (lo, hi), d in zip(padding, ld)))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from tenferro_core import catalog
 from tenferro_core import dtypes as D
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import lax
@@ -33,10 +34,10 @@ def on(a):
 def test_conv_general_paths(lshape, rshape, params, dtype):
     rng = np.random.default_rng(7)
     lhs, rhs = rng.standard_normal(lshape).astype(dtype), rng.standard_normal(rshape).astype(dtype)
-    out = lax.conv_general(on(lhs), on(rhs), **params)
-    np.testing.assert_allclose(out.numpy(), conv_values(lhs, rhs, **{
-        "window_strides": None, "padding": None, "lhs_dilation": None, "rhs_dilation": None,
-        "feature_group_count": 1, **params}), rtol=1e-12, atol=1e-12)
+    x, w = on(lhs), on(rhs)
+    out = lax.conv_general(x, w, **params)
+    full = catalog.conv_general.check_params(params, (x.aval, w.aval))
+    np.testing.assert_allclose(out.numpy(), conv_values(lhs, rhs, **full), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int64])

@@ -1,7 +1,8 @@
-"""Entry point: registers the op and its NumPy kernel."""
+"""Entry point: registers the op, its NumPy kernel, its JVP rule and its cost rule."""
 
 from __future__ import annotations
 
+from tenferro_core.catalog.cost import TRANSCENDENTAL_FLOPS, elementwise_rule
 from tenferro_core.plugins import hookimpl
 
 from . import softplus_jvp, softplus_p
@@ -13,8 +14,13 @@ def _numpy_softplus(x):
     return np.logaddexp(np.zeros((), x.dtype), x)
 
 
+# max(x, 0) + log1p(exp(-|x|)): four cheap operations and two transcendental ones per element
+softplus_cost = elementwise_rule(4 + 2 * TRANSCENDENTAL_FLOPS)
+
+
 @hookimpl
 def tenferro_register(registry) -> None:
     registry.add_op(softplus_p)
     registry.add_kernel("numpy", softplus_p, _numpy_softplus)
     registry.add_rule("jvp", softplus_p, softplus_jvp)
+    registry.add_rule("cost", softplus_p, softplus_cost)

@@ -68,8 +68,7 @@ def _reverse(x, *, dimensions):
 
 
 def _slice(x, *, start_indices, limit_indices, strides):
-    steps = strides or (1,) * x.ndim
-    return x[tuple(slice(a, b, s) for a, b, s in zip(start_indices, limit_indices, steps))]
+    return x[tuple(slice(a, b, s) for a, b, s in zip(start_indices, limit_indices, strides))]
 
 
 def _iota(*, dtype, shape, dimension, device):

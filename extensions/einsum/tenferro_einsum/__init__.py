@@ -62,25 +62,24 @@ def _plan(subscripts: str, tensors: list[Tensor], optimize: Any) -> tuple:
     strategy = _strategy(optimize, len(tensors))
     cache = tensors[0].device.runtime.caches.get("einsum_plans", 1024)
     key = (subscripts, tuple(shapes), tuple(t.dtype for t in tensors), strategy)
-    plan = cache.get(key)
-    if plan is not None:
-        cache.hits += 1
-        return plan
-    cache.misses += 1
+    return cache.get_or_build(key, lambda: _build_plan(subscripts, shapes, strategy))
+
+
+def _build_plan(subscripts: str, shapes: list, strategy: Any) -> tuple:
     terms, output, sizes = parse(subscripts, shapes)
     import opt_einsum
 
     spec = ",".join(terms) + "->" + output
     full_shapes = [tuple(sizes[c] for c in t) for t in terms]
+    if strategy == "dp" and 0 in sizes.values():
+        strategy = "greedy"  # opt_einsum's dp finds no path when an index has size 0
     path, info = opt_einsum.contract_path(
         spec, *full_shapes, shapes=True,
         optimize=list(strategy) if isinstance(strategy, tuple) else strategy,
     )
     path = [tuple(s) for s in path]
     native = native_spec(terms, output, sizes, shapes)
-    plan = (terms, output, sizes, path, int(info.opt_cost), native)
-    cache.put(key, plan)
-    return plan
+    return (terms, output, sizes, path, int(info.opt_cost), native)
 
 
 def _operands(name: str, args: tuple) -> tuple[str, list[Tensor]]:

@@ -21,14 +21,15 @@ from tenferro_ad.ad_util import Zero, add_tangents, is_undefined, is_zero
 from tenferro_core.errors import ArgumentError, ShapeError
 from tenferro_core.extension import define_op
 from tenferro_core.params import p_int_pairs
+from tenferro_core.primitive import REQUIRED
 
 from .lower import execute
 
 
 def _p_spec(prim: str, name: str, v: Any) -> str:
-    if not isinstance(v, str) or "->" not in v:
-        raise ArgumentError(f"{prim}: parameter {name!r} expects a spec like 'ab,bc->ac', got {v!r}")
-    return v
+    if isinstance(v, str) and "->" in v:
+        return v if type(v) is str else str(v)
+    raise ArgumentError(f"{prim}: parameter {name!r} expects a spec like 'ab,bc->ac', got {v!r}")
 
 
 def _split(spec: str) -> tuple[list[str], str]:
@@ -63,8 +64,8 @@ def _decomposition(*xs, spec, path):
 
 
 contract_p = define_op(
-    "tenferro_einsum.contract.v1", _rule, nin=None, linear="all", decomposition=_decomposition,
-    payload={"spec": (_p_spec, None), "path": (p_int_pairs, ())},
+    "tenferro_einsum.contract.v1", _rule, nin=None, decomposition=_decomposition,  # multilinear
+    payload={"spec": (_p_spec, REQUIRED), "path": (p_int_pairs, ())},
     doc="A whole multilinear einsum (ASCII spec, opt_einsum path) as one op.",
 )
 

@@ -1,10 +1,12 @@
-"""Entry point of tenferro-einsum: the whole-contraction op with its NumPy and torch kernels
-and AD rules. Equations it does not cover lower to core primitives and need nothing registered."""
+"""Entry point of tenferro-einsum: the whole-contraction op with its NumPy and torch kernels,
+AD rules and cost rule. Equations it does not cover lower to core primitives and need nothing
+registered."""
 
 from __future__ import annotations
 
 from tenferro_core.plugins import hookimpl
 
+from ._cost import contract_cost
 from .native import contract_jvp, contract_p, contract_transpose, numpy_contract
 from .torch_kernels import torch_contract
 
@@ -16,3 +18,4 @@ def tenferro_register(registry) -> None:
     registry.add_kernel("torch", contract_p, torch_contract)
     registry.add_rule("jvp", contract_p, contract_jvp)
     registry.add_rule("transpose", contract_p, contract_transpose)
+    registry.add_rule("cost", contract_p, contract_cost)

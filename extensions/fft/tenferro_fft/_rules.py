@@ -1,8 +1,8 @@
-"""JVP and transpose rules of the FFT ops (JAX's convention, see `tenferro_ad.ad_util`).
+"""Transpose rules of the FFT ops (JAX's convention, see `tenferro_ad.ad_util`).
 
-Every op is linear, so its JVP applies the op to the tangent. Transposes are plain
-transposes (not adjoints), written with the ops and core primitives so they differentiate
-again:
+Every op is declared linear in its operand, so tenferro_ad derives its JVP (the op applied
+to the tangent, `tenferro_ad.jvp.linear_jvp`). Transposes are plain transposes (not
+adjoints), written with the ops and core primitives so they differentiate again:
 
 - fft: the DFT matrix is symmetric, so the transpose is the same transform with the
   same norm; for a real operand it keeps the real part (the operand was read as complex).
@@ -24,15 +24,6 @@ from tenferro_ad.ad_util import Zero, is_zero
 from tenferro_runtime import lax
 
 from ._ops import SWAP_NORM, fft_p, irfft_p, rfft_p
-
-
-def _linear_jvp(op):
-    def jvp(primals, tangents, **params):
-        out = op.bind(primals[0], **params)
-        t = tangents[0]
-        return out, (Zero(out.aval) if is_zero(t) else op.bind(t, **params))
-
-    return jvp
 
 
 def _full(shape: tuple[int, ...], value: Any, aval: Any) -> Any:
@@ -74,9 +65,6 @@ def irfft_transpose(ct, x, *, axes, s, norm):
 
 
 RULES = (
-    ("jvp", fft_p, _linear_jvp(fft_p)),
-    ("jvp", rfft_p, _linear_jvp(rfft_p)),
-    ("jvp", irfft_p, _linear_jvp(irfft_p)),
     ("transpose", fft_p, fft_transpose),
     ("transpose", rfft_p, rfft_transpose),
     ("transpose", irfft_p, irfft_transpose),

@@ -1,6 +1,6 @@
 """Entry point of tenferro-fft: registers the ops, their kernels for the numpy backend
-(scipy.fft) and the torch backend (torch.fft), both imported on first use, their AD rules
-and the ``array_api.fft`` namespace."""
+(scipy.fft) and the torch backend (torch.fft), both imported on first use, their AD and
+cost rules and the ``array_api.fft`` namespace."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tenferro_core.plugins import hookimpl
 def tenferro_register(registry) -> None:
     import tenferro_fft
 
-    from . import _kernels, _ops, _rules, _torch_kernels
+    from . import _cost, _kernels, _ops, _rules, _torch_kernels
 
     for op in _ops.OPS:
         registry.add_op(op)
@@ -21,4 +21,6 @@ def tenferro_register(registry) -> None:
         registry.add_kernel("torch", op, fn)
     for kind, op, fn in _rules.RULES:
         registry.add_rule(kind, op, fn)
+    for op, fn in _cost.COST_RULES.items():
+        registry.add_rule("cost", op, fn)
     registry.add_namespace("fft", tenferro_fft)

@@ -134,13 +134,11 @@ def pinv_kernel(x: np.ndarray, rtol: np.ndarray) -> np.ndarray:
     return out.astype(x.dtype, copy=False)
 
 
-def lstsq_kernel(a: np.ndarray, b: np.ndarray, *, rcond: float | None = None) -> tuple:
+def lstsq_kernel(a: np.ndarray, b: np.ndarray, *, rcond: float) -> tuple:
     """x = V diag(1/s) U^H b over the singular values s > rcond * max(s), as LAPACK gelsd."""
     require_finite("lstsq", a, b)
     m, n = a.shape[-2:]
     batch, dt, rdt = a.shape[:-2], a.dtype, _real_dtype(a.dtype)
-    if rcond is None:
-        rcond = np.finfo(dt).eps * max(m, n)
     if min(m, n) == 0:
         x = np.zeros((*batch, n, b.shape[-1]), dt)
         s, rank = np.zeros((*batch, 0), rdt), np.zeros(batch, np.int64)

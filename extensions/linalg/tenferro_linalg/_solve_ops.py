@@ -11,12 +11,14 @@ import math
 import numbers
 from typing import Any
 
+import numpy as np
+
 from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
 from tenferro_core.extension import define_op
 from tenferro_core.params import p_choice, p_optional
 
-from ._common import check_matrix, op_name, real_dtype
+from ._common import LAPACK_DTYPES, check_matrix, op_name, real_dtype
 
 
 def _same(name: str, a: Any, b: Any, what: str = "x2") -> None:
@@ -34,7 +36,9 @@ def _same(name: str, a: Any, b: Any, what: str = "x2") -> None:
 
 
 def p_tol(prim: str, name: str, v: Any) -> float:
-    """A finite, non-negative real tolerance."""
+    """A finite, non-negative real tolerance, as a Python float."""
+    if type(v) is float and 0 <= v < math.inf:
+        return v
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
         raise ArgumentError(f"{prim}: parameter {name!r} expects a finite float >= 0 (or None), got {v!r}")
     return float(v)
@@ -131,9 +135,18 @@ def _lstsq_rule(a, b, *, rcond):
         ((*batch, min(m, n)), rdt)
 
 
+def _resolve_lstsq(avals, payload):
+    """rcond=None: eps * max(M, N) of a's real dtype, as numpy.linalg.lstsq (left None
+    where the rule rejects `a`)."""
+    a = avals[0] if payload["rcond"] is None else None
+    if a is not None and len(a.shape) >= 2 and a.dtype in LAPACK_DTYPES:
+        payload["rcond"] = float(np.finfo(real_dtype(a.dtype).numpy).eps) * max(a.shape[-2:])
+    return payload
+
+
 lstsq_p = define_op(
     op_name("lstsq"), _lstsq_rule, nin=2, multiple_results=True,
-    payload={"rcond": (p_optional(p_tol), None)},
+    payload={"rcond": (p_optional(p_tol), None)}, resolve=_resolve_lstsq,
     doc="(x, residuals, rank, s) of min ||a x - b||, as numpy.linalg.lstsq, batched.",
 )
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tenferro_ad.ad_util import Zero, add_tangents, is_undefined, is_zero
 from tenferro_runtime import lax
 from tenferro_runtime.array_api import _helpers as H
@@ -155,8 +153,7 @@ def _lstsq_jvp(primals, tangents, *, rcond):
     x, res, rank, s = outs
     m, n = a.shape[-2:]
     rdt = real_dtype(a.dtype)
-    cut = float(np.finfo(rdt.numpy).eps) * max(m, n) if rcond is None else rcond
-    p = pinv_p.bind(a, H.full(a.shape[:-2], cut, rdt, a.device))
+    p = pinv_p.bind(a, H.full(a.shape[:-2], rcond, rdt, a.device))
     dx = _lstsq_x_tangent(a, b, x, p, da, db)
     dres = Zero(res.aval)
     if m > n:

@@ -341,15 +341,13 @@ def pinv(x, rtol):
         return torch.linalg.pinv(x, rtol=rtol)  # rtol of the batch shape, as torch takes it
 
 
-def lstsq(a, b, *, rcond=None):
+def lstsq(a, b, *, rcond):
     """x = V diag(1/s) U^H b over the singular values s > rcond * max(s), as LAPACK gelsd."""
     import torch
 
     _require_finite("lstsq", a, b)
     m, n = a.shape[-2:]
     batch, rdt = tuple(a.shape[:-2]), _real(a.dtype)
-    if rcond is None:
-        rcond = torch.finfo(rdt).eps * max(m, n)
     if min(m, n) == 0:
         x = _zeros(a, (*batch, n, b.shape[-1]))
         s, rank = _zeros(a, (*batch, 0), rdt), _zeros(a, batch, torch.int64)

@@ -1,12 +1,12 @@
 """Entry point of tenferro-linalg: registers the ops, their NumPy/SciPy kernels (numpy
 backend) and torch.linalg kernels (torch backend, torch imported on first use), their AD
-rules and the ``array_api.linalg`` namespace."""
+and cost rules and the ``array_api.linalg`` namespace."""
 
 from __future__ import annotations
 
 from tenferro_core.plugins import hookimpl
 
-from . import _decomp, _products, _solve, _torch_kernels
+from . import _cost, _decomp, _products, _solve, _torch_kernels
 
 MODULES = (_decomp, _solve, _products)
 
@@ -24,4 +24,6 @@ def tenferro_register(registry) -> None:
             registry.add_rule(kind, op, fn)
     for op, fn in _torch_kernels.KERNELS.items():
         registry.add_kernel("torch", op, fn)
+    for op, fn in _cost.COST_RULES.items():
+        registry.add_rule("cost", op, fn)
     registry.add_namespace("linalg", tenferro_linalg)

@@ -94,10 +94,7 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
 def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                   feature_group_count):
     nsp = lhs.ndim - 2
-    strides = window_strides or (1,) * nsp
-    padding = padding or ((0, 0),) * nsp
-    ld = lhs_dilation or (1,) * nsp
-    rd = rhs_dilation or (1,) * nsp
+    strides, ld, rd = window_strides, lhs_dilation, rhs_dilation
     symmetric = all(lo == hi >= 0 for lo, hi in padding)
     x = lhs
     if not symmetric or any(d != 1 for d in ld):  # dilate and pad (or crop) the input first

@@ -33,7 +33,6 @@ def convert(x, *, new_dtype):
 
 
 def _slice(x, *, start_indices, limit_indices, strides):
-    strides = strides or (1,) * x.ndim
     return x[tuple(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))]
 
 

@@ -1,0 +1,302 @@
+"""The eager interpreter: the bottom of every interpreter stack, and the home of every
+eager fast path.
+
+A call is: canonical params (checked on every call, so a cache hit can never
+skip validation), one lookup of the device's dispatch cache keyed by
+(primitive, operand avals, canonical params), and the kernel. A miss runs the
+shape rule, checks the device supports the result dtypes and picks the kernel
+(or the op's decomposition), so bad input never reaches a backend. A kernel
+that raises surfaces as a `KernelError` naming primitive, backend and device;
+with kernel checks on (``TENFERRO_CHECK_KERNELS=1`` or `Runtime(check_kernels=True)`)
+every result is compared with the abstract eval.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenferro_core.errors import (
+    ArgumentError,
+    DeviceError,
+    DTypeError,
+    KernelError,
+    KernelMemoryError,
+    TenferroError,
+)
+from tenferro_core.primitive import Primitive
+
+from . import tracing
+from .tensor import Tensor
+from .tracing import Trace
+
+_NO_PARAMS: dict = {}
+_new_tensor = object.__new__
+
+
+class EvalTrace(Trace):
+    """Runs primitives now, on their operands' device."""
+
+    level = 0
+    active = True
+
+    def process(self, prim: Primitive, args: tuple, params: dict) -> Any:
+        """Run `prim` on concrete tensors (the hot path: no observers in this context)."""
+        if not params and not prim.params:
+            n = len(args)
+            try:
+                if n == 2:
+                    a, b = args
+                    av = a._aval
+                    entry = av.device.dispatch(prim, av, b._aval)
+                    fn, out_aval = entry[0], entry[1]
+                    if out_aval is not None:  # one result, a kernel: the common case
+                        try:
+                            buf = fn(a._buf, b._buf)
+                        except TenferroError:
+                            raise
+                        except Exception as exc:
+                            raise kernel_error(prim, av.device, exc) from exc
+                        t = _new_tensor(Tensor)
+                        t._buf = buf
+                        t._aval = out_aval
+                        return t
+                elif n == 1:
+                    a = args[0]
+                    av = a._aval
+                    entry = av.device.dispatch(prim, av)
+                    fn, out_aval = entry[0], entry[1]
+                    if out_aval is not None:
+                        try:
+                            buf = fn(a._buf)
+                        except TenferroError:
+                            raise
+                        except Exception as exc:
+                            raise kernel_error(prim, av.device, exc) from exc
+                        t = _new_tensor(Tensor)
+                        t._buf = buf
+                        t._aval = out_aval
+                        return t
+            except AttributeError:
+                raise _not_tensor(prim, args) from None
+        return self._slow(prim, args, params)
+
+    def _slow(self, prim: Primitive, args: tuple, params: dict) -> Any:
+        try:
+            avals = tuple([a._aval for a in args])
+        except AttributeError:
+            raise _not_tensor(prim, args) from None
+        if avals:
+            device = avals[0].device
+        else:
+            params, device = _with_device(prim, params)
+        if prim.params:
+            nparams = prim.check_params(params, avals)  # every call: a cache hit never skips it
+            items = tuple(nparams.items())
+            if prim.exact_params:  # params whose == is too coarse (-0.0 == 0.0 == False, nan)
+                items += tuple([(n, _exact(nparams[n])) for n in prim.exact_params])
+            try:
+                entry = device.dispatch(prim, avals, items)
+            except TypeError:  # an unhashable payload value: build, don't cache
+                entry = prepare(prim, avals, nparams, device)
+        else:
+            if params:
+                prim.check_params(params, avals)  # raises: this op takes no params
+            nparams = _NO_PARAMS
+            entry = device.dispatch(prim, *avals)
+        fn, out_aval, out_avals = entry
+        if fn is None:
+            return prim.decomposition(*args, **nparams)
+        bufs = [a._buf for a in args]
+        try:
+            out = fn(*bufs, **nparams)
+        except TenferroError:
+            raise
+        except Exception as exc:
+            raise kernel_error(prim, device, exc) from exc
+        if prim.multiple_results:
+            return tuple([Tensor._new(b, av) for b, av in zip(out, out_avals)])
+        return Tensor._new(out, out_aval)
+
+    def fast_binary(self, prim: Primitive, general: Any, kinds: str = "iufc",
+                    constant: Any = None) -> Any:
+        """`general(x, y)` (a namespace function that binds `prim` on promoted, broadcast
+        operands) with this interpreter's fast path in front: two tensors of one aval whose
+        dtype kind is in `kinds`, in a context whose stack is the eager interpreter alone,
+        go straight to the dispatch memo and the kernel, exactly as `bind` would send them.
+        With `constant(name, value, aval)` (the namespace's cached scalar tensors), a Python
+        float or int with a floating or complex tensor takes the same path."""
+        stack_var, bottom = tracing._STACK, tracing.BOTTOM
+        scalar_kinds = "".join(k for k in "fc" if k in kinds) if constant is not None else ""
+        name = general.__name__
+
+        def op(x: Any, y: Any, /) -> Any:
+            tx, ty = type(x), type(y)
+            if tx is Tensor and (ty is float or ty is int) and x._aval.dtype.kind in scalar_kinds:
+                y = constant(name, y, x._aval)
+                ty = Tensor
+            elif ty is Tensor and (tx is float or tx is int) and y._aval.dtype.kind in scalar_kinds:
+                x = constant(name, x, y._aval)
+                tx = Tensor
+            if tx is Tensor and ty is Tensor:
+                av = x._aval
+                bv = y._aval
+                if (av is bv or av == bv) and av.dtype.kind in kinds and stack_var.get() is bottom:
+                    entry = av.device.dispatch(prim, av, bv)
+                    out_aval = entry[1]
+                    if out_aval is not None:
+                        try:
+                            buf = entry[0](x._buf, y._buf)
+                        except TenferroError:
+                            raise
+                        except Exception as exc:
+                            raise kernel_error(prim, av.device, exc) from exc
+                        t = _new_tensor(Tensor)
+                        t._buf = buf
+                        t._aval = out_aval
+                        return t
+            return general(x, y)
+
+        return _like(op, general)
+
+    def fast_unary(self, prim: Primitive, general: Any, kinds: str) -> Any:
+        """`general(x)` with the fast path in front for a tensor whose dtype kind is in
+        `kinds` (those `general` binds `prim` on as it is); see `fast_binary`."""
+        stack_var, bottom = tracing._STACK, tracing.BOTTOM
+
+        def op(x: Any, /) -> Any:
+            if type(x) is Tensor:
+                av = x._aval
+                if av.dtype.kind in kinds and stack_var.get() is bottom:
+                    entry = av.device.dispatch(prim, av)
+                    out_aval = entry[1]
+                    if out_aval is not None:
+                        try:
+                            buf = entry[0](x._buf)
+                        except TenferroError:
+                            raise
+                        except Exception as exc:
+                            raise kernel_error(prim, av.device, exc) from exc
+                        t = _new_tensor(Tensor)
+                        t._buf = buf
+                        t._aval = out_aval
+                        return t
+            return general(x)
+
+        return _like(op, general)
+
+
+def _like(op: Any, general: Any) -> Any:
+    op.__name__ = op.__qualname__ = general.__name__
+    op.__doc__ = general.__doc__
+    op.__module__ = general.__module__
+    op.__wrapped__ = general
+    return op
+
+
+def _exact(v: Any) -> Any:
+    return (type(v), repr(v))
+
+
+def prepare(prim: Primitive, avals: tuple, nparams: dict, device: Any) -> tuple:
+    """(kernel or None for the decomposition, the one output aval or None, output avals)."""
+    out_avals = prim.abstract_eval(avals, nparams)
+    for a in out_avals:
+        if a.dtype not in device.dtypes:
+            raise DTypeError(
+                f"{prim.name}: device {device} does not support dtype {a.dtype}; it supports "
+                f"{sorted(d.name for d in device.dtypes)}; use another dtype or move to a device "
+                f"that has it"
+            )
+    fn = device.kernels.get(prim)
+    if fn is None:
+        if prim.decomposition is None:
+            raise device.runtime.missing_kernel(prim, device)
+        return None, None, out_avals
+    if device.specialize is not None:
+        fn = device.specialize(prim.name, fn, avals, out_avals)
+    if device.runtime.check_kernels:
+        fn = _checked(fn, prim, device, out_avals)
+    return fn, (None if prim.multiple_results else out_avals[0]), out_avals
+
+
+def _checked(fn: Any, prim: Primitive, device: Any, out_avals: tuple) -> Any:
+    """`fn` with its results compared against the abstract eval (TENFERRO_CHECK_KERNELS)."""
+
+    def checked(*bufs: Any, **params: Any) -> Any:
+        out = fn(*bufs, **params)
+        check_result(prim, device, out_avals, out)
+        return out
+
+    return checked
+
+
+def check_result(prim: Primitive, device: Any, out_avals: tuple, out: Any) -> None:
+    """Raise KernelError unless `out` (a buffer, or a tuple for multi-result ops) has the buffer
+    type, shape and dtype the abstract eval promised."""
+    backend = device.backend
+    if prim.multiple_results:
+        if not isinstance(out, (tuple, list)) or len(out) != len(out_avals):
+            raise _bad_result(prim, device, f"{len(out_avals)} results", f"{type(out).__name__}")
+        outs = out
+    else:
+        outs = (out,)
+    for i, (buf, av) in enumerate(zip(outs, out_avals)):
+        what = f"result {i}" if prim.multiple_results else "its result"
+        try:
+            shape, dtype = backend.describe(buf)
+        except Exception as exc:
+            raise _bad_result(
+                prim, device, f"a {backend.name} buffer for {what}",
+                f"{type(buf).__name__} ({type(exc).__name__}: {exc})") from exc
+        if tuple(shape) != av.shape or dtype is not av.dtype:
+            raise _bad_result(prim, device, f"{av.dtype}{list(av.shape)} for {what}",
+                              f"{dtype}{list(shape)}")
+
+
+def _bad_result(prim: Primitive, device: Any, expected: str, got: str) -> KernelError:
+    return KernelError(
+        f"kernel for {prim.name!r} on backend {device.backend.name!r} (device {device}) returned "
+        f"{got}; the op's abstract eval expects {expected}; fix the kernel or its registration"
+    )
+
+
+def kernel_error(prim: Primitive, device: Any, exc: BaseException) -> KernelError:
+    """The typed error for a kernel that raised `exc` (chained by the caller)."""
+    cls = KernelMemoryError if isinstance(exc, MemoryError) else KernelError
+    return cls(
+        f"kernel for {prim.name!r} on backend {device.backend.name!r} (device {device}) raised "
+        f"{type(exc).__name__}: {exc}; the inputs passed the op's shape and dtype checks, so this "
+        f"is a backend limitation or bug: try another device, or report it to the backend"
+    )
+
+
+def _not_tensor(prim: Primitive, args: tuple) -> ArgumentError:
+    for i, a in enumerate(args):
+        if not isinstance(a, Tensor):
+            return ArgumentError(
+                f"{prim.name}: operand {i} must be a tenferro Tensor, got {type(a).__name__}; "
+                f"convert it with tenferro_runtime.array_api.asarray"
+            )
+    return ArgumentError(f"{prim.name}: bad operands {args!r}")
+
+
+def _with_device(prim: Primitive, params: dict) -> tuple[dict, Any]:
+    """(params with 'device' resolved to a Device, that Device) for an op with no operands."""
+    from .runtime import Device, default_runtime
+
+    if "device" not in prim.params:  # an op with operands called with none: let its rule say why
+        prim.abstract_eval((), prim.check_params(params))
+        raise ArgumentError(f"{prim.name}: expected tensor operands, got none")
+    dev = params.get("device")
+    if isinstance(dev, Device):
+        return params, dev
+    if dev is None or isinstance(dev, str):
+        dev = default_runtime().device(dev)
+        return {**params, "device": dev}, dev
+    raise DeviceError(f"{prim.name}: 'device' must be a device name or Device, got {dev!r}")
+
+
+EVAL = EvalTrace()
+tracing.install_bottom(EVAL)
+
+__all__ = ["EVAL", "EvalTrace", "check_result", "kernel_error", "prepare"]
