@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tenferro_core.catalog.cost import ZERO, Cost, io_bytes
 from tenferro_core.plugins import hookimpl
 
 from .custom import _lin_transpose, custom_vjp_lin_p
@@ -19,5 +20,13 @@ def tenferro_register(registry) -> None:
             registry.add_rule("transpose", name, fn)
     registry.add_op(stop_gradient_p)
     registry.add_rule("jvp", stop_gradient_p, _stop_gradient_jvp)
+    registry.add_rule("cost", stop_gradient_p, lambda i, o, **p: ZERO)  # the same buffer
     registry.add_op(custom_vjp_lin_p)
     registry.add_rule("transpose", custom_vjp_lin_p, _lin_transpose)
+    registry.add_rule("cost", custom_vjp_lin_p, _lin_cost)
+
+
+def _lin_cost(in_avals, out_avals, **params) -> Cost:
+    """A lower bound: the user's backward function runs opaquely (its own ops are costed
+    where they run); count the tangents it reads and writes, no FLOPs."""
+    return Cost(0, io_bytes(in_avals, out_avals))

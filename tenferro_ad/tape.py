@@ -133,7 +133,7 @@ class GradientTape(tracing.Observer):
         with self.stop_recording():
             for prim, args, params, outs in reversed(self._records):
                 cts = [ct.pop(id(o), None) for o in outs]
-                if all(c is None for c in cts):
+                if all(c is None for c in cts) and not prim.effects:
                     continue
                 cts = [xp.zeros_like(o) if c is None else c for o, c in zip(outs, cts)]
                 live = tuple(id(a) in self._live for a in args)

@@ -344,3 +344,21 @@ def test_graph_cost_with_family_ops(rt):
     names = {n.prim.name for n in g.nodes}
     assert {"tenferro_linalg.inv.v1", "tenferro_linalg.cholesky.v1"} <= names
     assert graph_cost(g).flops >= 2 * 27 + 9
+
+
+def test_graphs_with_the_ad_ops_are_costed():
+    """stop_gradient and custom_vjp's linear op have cost rules, so AD graphs cost out."""
+    import tenferro_ad as ad
+    from tenferro_ad import plugin as ad_plugin
+
+    @ad.custom_vjp
+    def f(x):
+        return xp.sin(x)
+
+    f.defvjp(lambda x: (xp.sin(x), x), lambda x, g: (g * xp.cos(x),))
+    with use_runtime(Runtime([numpy_plugin, ad_plugin])):
+        x = xp.asarray([0.5, 1.0])
+        g = trace(lambda v: ad.grad(lambda w: xp.sum(f(ad.stop_gradient(w) + w)))(v), x)
+        assert any(n.prim.name == "tenferro_ad.stop_gradient.v1" for n in g.nodes)
+        total = graph_cost(g)
+        assert total.flops > 0 and total.bytes > 0

@@ -369,6 +369,8 @@ class TapPlugin:
     def tenferro_register(self, registry):
         registry.add_op(tap_p)
         registry.add_rule("transpose", tap_p, _tap_t)
+        registry.add_kernel("numpy", tap_p, lambda x: x.copy())
+        registry.add_kernel("torch", tap_p, lambda x: x.clone())
 
 
 def test_backward_pass_keeps_effectful_nodes_without_cotangent():
@@ -382,6 +384,18 @@ def test_backward_pass_keeps_effectful_nodes_without_cotangent():
         SEEN.clear()
         np.testing.assert_allclose(ad.grad(f)(x).numpy(), 2 * X, rtol=1e-12)
         assert SEEN == [True]  # transposed anyway, with a Zero cotangent
+
+
+def test_tape_keeps_effectful_records_without_cotangent():
+    with use_runtime(_runtime(TapPlugin())):
+        x = _t(X)
+        SEEN.clear()
+        with ad.GradientTape() as tape:
+            tape.watch(x)
+            tap_p.bind(x)  # result unused: no cotangent reaches it
+            y = xp.sum(x * x)
+        np.testing.assert_allclose(tape.gradient(y, x).numpy(), 2 * X, rtol=1e-12)
+        assert len(SEEN) == 1  # its VJP was built (and run) anyway
 
 
 def test_custom_vjp_backward_may_return_none_for_an_argument():
