@@ -3,17 +3,43 @@
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+import threading
+import weakref
+from typing import Any
 
 from .dtypes import DType
 
 
-class Aval(NamedTuple):
-    """Shape, dtype and device of an array (device is None inside shape rules)."""
+class Aval:
+    """Shape, dtype and device of an array (device is None inside bare shape rules).
+
+    Avals are interned: equal (shape, dtype, device) give the same object for as long as
+    one is alive, so equality and hashing are identity, which the eager dispatch cache and
+    every signature cache hash on each call. A device is compared by identity too (devices
+    of two runtimes with one name are different devices).
+    """
+
+    __slots__ = ("shape", "dtype", "device", "__weakref__")
 
     shape: tuple[int, ...]
     dtype: DType
-    device: Any = None
+    device: Any
+
+    def __new__(cls, shape: tuple[int, ...], dtype: DType, device: Any = None) -> Aval:
+        shape = tuple(shape)
+        key = (shape, dtype, id(device))  # the aval keeps its device alive: the id stays unique
+        hit = _INTERNED.get(key)
+        if hit is not None:
+            return hit
+        with _LOCK:
+            hit = _INTERNED.get(key)
+            if hit is None:
+                hit = object.__new__(cls)
+                _set(hit, "shape", shape)
+                _set(hit, "dtype", dtype)
+                _set(hit, "device", device)
+                _INTERNED[key] = hit
+        return hit
 
     @property
     def ndim(self) -> int:
@@ -26,6 +52,17 @@ class Aval(NamedTuple):
     def str_short(self) -> str:
         return f"{self.dtype.name}[{','.join(map(str, self.shape))}]"
 
+    def __reduce__(self):
+        return (Aval, (self.shape, self.dtype, self.device))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Aval is immutable (and shared); make another with Aval(shape, dtype, device)")
+
     def __repr__(self) -> str:
         dev = f" on {self.device}" if self.device is not None else ""
         return f"Aval({self.str_short()}{dev})"
+
+
+_set = object.__setattr__
+_INTERNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_LOCK = threading.Lock()

@@ -117,43 +117,49 @@ class EvalTrace(Trace):
             return tuple([Tensor._new(b, av) for b, av in zip(out, out_avals)])
         return Tensor._new(out, out_aval)
 
-    def fast_binary(self, prim: Primitive, general: Any, kinds: str = "iufc",
+    def fast_binary(self, prim: Primitive, general: Any, kinds: str | None = None,
                     constant: Any = None) -> Any:
         """`general(x, y)` (a namespace function that binds `prim` on promoted, broadcast
-        operands) with this interpreter's fast path in front: two tensors of one aval whose
-        dtype kind is in `kinds`, in a context whose stack is the eager interpreter alone,
-        go straight to the dispatch memo and the kernel, exactly as `bind` would send them.
-        With `constant(name, value, aval)` (the namespace's cached scalar tensors), a Python
-        float or int with a floating or complex tensor takes the same path."""
+        operands) with this interpreter's fast path in front: two tensors of one aval (whose
+        dtype kind is in `kinds`; None: wherever `general` binds `prim` unchanged or raises as
+        the op's rule does), in a context whose stack is the eager interpreter alone, go
+        straight to the dispatch memo and the kernel, exactly as `bind` would send them. With
+        `constant(name, value, aval)` (the namespace's cached scalar tensors), a Python float
+        or int with a floating or complex tensor takes the same path."""
         stack_var, bottom = tracing._STACK, tracing.BOTTOM
+        all_kinds = kinds is None
+        kinds = kinds or "biufc"
         scalar_kinds = "".join(k for k in "fc" if k in kinds) if constant is not None else ""
         name = general.__name__
 
         def op(x: Any, y: Any, /) -> Any:
-            tx, ty = type(x), type(y)
-            if tx is Tensor and (ty is float or ty is int) and x._aval.dtype.kind in scalar_kinds:
-                y = constant(name, y, x._aval)
-                ty = Tensor
-            elif ty is Tensor and (tx is float or tx is int) and y._aval.dtype.kind in scalar_kinds:
-                x = constant(name, x, y._aval)
-                tx = Tensor
-            if tx is Tensor and ty is Tensor:
-                av = x._aval
-                bv = y._aval
-                if (av is bv or av == bv) and av.dtype.kind in kinds and stack_var.get() is bottom:
-                    entry = av.device.dispatch(prim, av, bv)
-                    out_aval = entry[1]
-                    if out_aval is not None:
-                        try:
-                            buf = entry[0](x._buf, y._buf)
-                        except TenferroError:
-                            raise
-                        except Exception as exc:
-                            raise kernel_error(prim, av.device, exc) from exc
-                        t = _new_tensor(Tensor)
-                        t._buf = buf
-                        t._aval = out_aval
-                        return t
+            tx = type(x)
+            ty = type(y)
+            if tx is not Tensor or ty is not Tensor:
+                if tx is Tensor and (ty is float or ty is int) and x._aval.dtype.kind in scalar_kinds:
+                    y = constant(name, y, x._aval)
+                elif ty is Tensor and (tx is float or tx is int) and y._aval.dtype.kind in scalar_kinds:
+                    x = constant(name, x, y._aval)
+                else:
+                    return general(x, y)
+            av = x._aval
+            if av is y._aval and stack_var.get() is bottom and (all_kinds or av.dtype.kind in kinds):
+                try:
+                    entry = av.device.dispatch(prim, av, av)
+                except TenferroError:  # the general path raises its own error for these operands
+                    return general(x, y)
+                out_aval = entry[1]
+                if out_aval is not None:
+                    try:
+                        buf = entry[0](x._buf, y._buf)
+                    except TenferroError:
+                        raise
+                    except Exception as exc:
+                        raise kernel_error(prim, av.device, exc) from exc
+                    t = _new_tensor(Tensor)
+                    t._buf = buf
+                    t._aval = out_aval
+                    return t
             return general(x, y)
 
         return _like(op, general)
@@ -166,7 +172,7 @@ class EvalTrace(Trace):
         def op(x: Any, /) -> Any:
             if type(x) is Tensor:
                 av = x._aval
-                if av.dtype.kind in kinds and stack_var.get() is bottom:
+                if stack_var.get() is bottom and av.dtype.kind in kinds:
                     entry = av.device.dispatch(prim, av)
                     out_aval = entry[1]
                     if out_aval is not None:

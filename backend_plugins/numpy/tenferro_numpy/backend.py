@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -13,6 +14,9 @@ from tenferro_core.energy import EnergyTelemetry, EstimatedTelemetry, RaplTeleme
 from tenferro_core.errors import DeviceError
 
 SUPPORTED = frozenset(d for d in dtypes.ALL_DTYPES if d is not dtypes.bfloat16)
+# ufuncs that ndarray operators call directly (same dtypes in and out, so no casting differs)
+_OPERATORS = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+              np.negative: operator.neg}
 
 
 class NumpyBackend:
@@ -37,10 +41,12 @@ class NumpyBackend:
 
     def specialize(self, name: str, kernel: Any, in_avals: tuple, out_avals: tuple) -> Any:
         """Drop the ``out=...`` of ufunc kernels when no output is 0-d (saves ~0.15 us a call):
-        ``out=...`` only exists to keep 0-d results arrays rather than NumPy scalars."""
+        ``out=...`` only exists to keep 0-d results arrays rather than NumPy scalars. Where the
+        ufunc is an ndarray operator, call it as one (``x + y`` skips the ufunc's argument
+        parsing: ~40 ns less)."""
         if (isinstance(kernel, partial) and kernel.keywords == {"out": Ellipsis}
                 and isinstance(kernel.func, np.ufunc) and all(a.shape for a in out_avals)):
-            return kernel.func
+            return _OPERATORS.get(kernel.func, kernel.func)
         return kernel
 
     def claims(self, obj: Any) -> str | None:
