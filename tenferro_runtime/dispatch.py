@@ -15,7 +15,7 @@ from tenferro_core.primitive import Primitive
 
 from . import tracing
 from .eager import EVAL, _with_device
-from .tracing import Observer, top_trace
+from .tracing import top_trace
 
 _NO_PARAMS: dict = {}
 
@@ -26,7 +26,7 @@ def bind(prim: Primitive, args: tuple, params: dict = _NO_PARAMS) -> Any:
     if stack is _BOTTOM:
         return EVAL.process(prim, args, params)
     out = (top_trace(args, stack) or EVAL).process(prim, args, params)
-    observers = [i for i in stack if isinstance(i, Observer)]
+    observers = stack.observers
     if observers:
         if params or prim.params:
             avals = tuple([a._aval for a in args])

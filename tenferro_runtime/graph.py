@@ -32,13 +32,21 @@ def _skipped() -> frozenset:
     return _LAYERS | default_runtime().plugin_packages
 
 
+def _skip_of(runtime: Any) -> frozenset:
+    """The packages whose frames are not the user's: the layers and the runtime's plugins."""
+    skip = runtime._skip_packages
+    if skip is None:
+        skip = runtime._skip_packages = _LAYERS | runtime.plugin_packages
+    return skip
+
+
 def user_site(skip: frozenset | None = None) -> str:
     """file:line of the innermost caller outside tenferro's layers and every loaded plugin."""
     skip = _skipped() if skip is None else skip
     f = sys._getframe(1)
     while f is not None:
         mod = f.f_globals.get("__name__", "")
-        if mod.split(".")[0] not in skip:
+        if mod.partition(".")[0] not in skip:
             return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
         f = f.f_back
     return "?"
@@ -172,7 +180,7 @@ class GraphTrace(Trace):
         if not avals:
             params, _ = _with_device(prim, params)
         runtime = avals[0].device.runtime if avals else None
-        site = user_site(_LAYERS | runtime.plugin_packages if runtime is not None else None)
+        site = user_site(_skip_of(runtime) if runtime is not None else None)
         try:
             nparams = prim.check_params(params, avals)
             out_avals = prim.abstract_eval(avals, nparams)

@@ -93,8 +93,20 @@ def interpreters() -> tuple:
     return _STACK.get()
 
 
+class _Stack(tuple):
+    """An interpreter stack with its observers listed once (read by `bind` on every call)."""
+
+    observers: tuple
+
+
+def _stack(entries: tuple) -> _Stack:
+    stack = _Stack(entries)
+    stack.observers = tuple(i for i in entries if isinstance(i, Observer))
+    return stack
+
+
 def _set(stack: tuple) -> contextvars.Token:
-    return _STACK.set(BOTTOM if len(stack) == 1 else stack)
+    return _STACK.set(BOTTOM if len(stack) == 1 else _stack(stack))
 
 
 @contextlib.contextmanager
@@ -151,10 +163,7 @@ def top_trace(args: Any, stack: tuple | None = None) -> Trace | None:
 
 def observers() -> list[Observer]:
     """The observers on this context's stack, outermost first."""
-    stack = _STACK.get()
-    if stack is BOTTOM:
-        return []
-    return [i for i in stack if isinstance(i, Observer)]
+    return list(_STACK.get().observers)
 
 
 def observe(prim: Any, args: tuple, params: dict, out: Any) -> None:
@@ -170,14 +179,14 @@ def notify_assign(obj: Tensor, new: Tensor) -> None:
         o.assigned(obj, new)
 
 
-BOTTOM: tuple = ()
-_STACK: contextvars.ContextVar[tuple]
+BOTTOM: _Stack
+_STACK: contextvars.ContextVar[_Stack]
 
 
 def install_bottom(eval_trace: Trace) -> None:
     """Create the stack with `eval_trace` at its bottom (eager.py does, once, on import)."""
     global BOTTOM, _STACK
-    BOTTOM = (eval_trace,)
+    BOTTOM = _stack((eval_trace,))
     _STACK = contextvars.ContextVar("tenferro_interpreters", default=BOTTOM)
 
 

@@ -184,17 +184,16 @@ _DENSE_CONSTANT_MAX = 4096
 
 def elementwise_operands(name: str, *args: Any) -> tuple[Tensor, ...]:
     """Promote, then broadcast to one shape: the operands of an elementwise primitive."""
-    if len(args) == 2:
+    if len(args) == 2:  # tensors or tracers of one aval, or one with a Python scalar of its kind
         a, b = args
-        if type(a) is Tensor:
+        if isinstance(a, Tensor):
             av = a._aval
-            if type(b) is Tensor:
-                bv = b._aval
-                if av is bv or (av.dtype is bv.dtype and av.shape == bv.shape):
+            if isinstance(b, Tensor):
+                if av is b._aval:
                     return (a, b)
             elif _SCALAR_RANK.get(type(b), 9) <= _DTYPE_RANK[av.dtype.kind]:
                 return (a, constant(name, b, av))
-        elif type(b) is Tensor and _SCALAR_RANK.get(type(a), 9) <= _DTYPE_RANK[b._aval.dtype.kind]:
+        elif isinstance(b, Tensor) and _SCALAR_RANK.get(type(a), 9) <= _DTYPE_RANK[b._aval.dtype.kind]:
             return (constant(name, a, b._aval), b)
     ts = promote(name, *args)
     shape = broadcast_shapes(*(t.shape for t in ts))
