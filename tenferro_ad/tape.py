@@ -18,7 +18,7 @@ from typing import Any
 from tenferro_core.errors import ArgumentError, DTypeError, TenferroError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import tracing
-from tenferro_runtime.graph import Graph, eval_graph, trace
+from tenferro_runtime.graph import Graph, dead_code_elimination, eval_graph, trace
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor, copy_slots
 
@@ -93,16 +93,21 @@ class GradientTape(tracing.Observer):
             self._live[id(obj)] = obj
 
     def observe(self, prim: Any, args: tuple, params: dict, out: Any) -> None:
-        """Called by the eager interpreter for every primitive it runs in this tape's context."""
-        if not any(id(a) in self._live for a in args):
+        """Called by `bind` for every primitive that runs in this tape's context."""
+        live = self._live
+        for a in args:
+            if id(a) in live:
+                break
+        else:
             return
-        outs = out if isinstance(out, tuple) else (out,)
-        if any(id(o) in self._live for o in outs):
-            return  # produced by ops already recorded (a decomposition ran them)
+        outs = out if type(out) is tuple else (out,)
+        for o in outs:
+            if id(o) in live:
+                return  # produced by ops already recorded (a decomposition ran them)
         self._records.append((prim, args, params, outs))
         for o in outs:
-            if isinstance(o, Tensor) and o.dtype.kind in "fc":
-                self._live[id(o)] = o
+            if isinstance(o, Tensor) and o._aval.dtype.kind in "fc":
+                live[id(o)] = o
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None) -> Any:
         """d target / d sources (a tensor or pytree of tensors), shaped like `sources`."""
@@ -130,18 +135,30 @@ class GradientTape(tracing.Observer):
         ct: dict[int, Any] = {}
         for t, g in zip(t_leaves, seeds):
             ct[id(t)] = add_tangents(ct[id(t)], g) if id(t) in ct else g
+        live_ids = self._live
         with self.stop_recording():
             for prim, args, params, outs in reversed(self._records):
-                cts = [ct.pop(id(o), None) for o in outs]
-                if all(c is None for c in cts) and not prim.effects:
-                    continue
-                cts = [xp.zeros_like(o) if c is None else c for o, c in zip(outs, cts)]
-                live = tuple(id(a) in self._live for a in args)
-                graph = _vjp_graph(prim, args, params, outs, live)
-                grads = iter(eval_graph(graph, *args, *cts))
-                for a in (a for a, is_live in zip(args, live) if is_live):
-                    g = next(grads)
-                    ct[id(a)] = add_tangents(ct[id(a)], g) if id(a) in ct else g
+                if len(outs) == 1:
+                    c = ct.pop(id(outs[0]), None)
+                    if c is None:
+                        if not prim.effects:
+                            continue
+                        c = xp.zeros_like(outs[0])
+                    cts: tuple = (c,)
+                else:
+                    cts = tuple([ct.pop(id(o), None) for o in outs])
+                    if not prim.effects and all(c is None for c in cts):
+                        continue
+                    cts = tuple([xp.zeros_like(o) if c is None else c for o, c in zip(outs, cts)])
+                live = tuple([id(a) in live_ids for a in args])
+                grads = eval_graph(_vjp_graph(prim, args, params, outs, live), *args, *cts)
+                i = 0
+                for a, is_live in zip(args, live):
+                    if is_live:
+                        g, k = grads[i], id(a)
+                        i += 1
+                        prev = ct.get(k)
+                        ct[k] = g if prev is None else add_tangents(prev, g)
         grads = [instantiate(ct[id(s)]) if id(s) in ct else xp.zeros_like(s) for s in s_leaves]
         if not self.persistent:
             self._records.clear()
@@ -161,8 +178,14 @@ def _vjp_graph(prim: Any, args: tuple, params: dict, outs: tuple, live: tuple) -
     and the transposed linear ops as one Graph, cached per signature in the runtime, so
     a tape's backward pass is a plain graph evaluation per recorded op.
     """
-    avals = tuple(a._aval for a in args)
+    avals = tuple([a._aval for a in args])
     cache = avals[0].device.runtime.caches.get("tape_vjp", 4096)
+    key = (prim, avals, live, *params.values())
+    if prim.exact_params:
+        key += tuple((type(params[n]), repr(params[n])) for n in prim.exact_params)
+    graph = cache.lookup(key)
+    if graph is not None:
+        return graph
     n = len(args)
 
     def vjp_of_call(*primals_and_cts: Any) -> list:
@@ -176,5 +199,5 @@ def _vjp_graph(prim: Any, args: tuple, params: dict, outs: tuple, live: tuple) -
         _, vjp_flat = _vjp_flat(call, [p for p, is_live in zip(primals, live) if is_live])
         return vjp_flat(list(cts))
 
-    key = (prim, avals, live, *params.values(), *[(type(v), repr(v)) for v in params.values()])
-    return cache.get_or_build(key, lambda: trace(vjp_of_call, *avals, *(o._aval for o in outs)))
+    return cache.get_or_build(key, lambda: dead_code_elimination(
+        trace(vjp_of_call, *avals, *(o._aval for o in outs))))

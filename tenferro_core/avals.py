@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
@@ -26,19 +27,22 @@ class Aval:
     device: Any
 
     def __new__(cls, shape: tuple[int, ...], dtype: DType, device: Any = None) -> Aval:
-        shape = tuple(shape)
+        if type(shape) is not tuple:
+            shape = tuple(shape)
         key = (shape, dtype, id(device))  # the aval keeps its device alive: the id stays unique
-        hit = _INTERNED.get(key)
+        ref = _INTERNED.get(key)
+        hit = ref() if ref is not None else None
         if hit is not None:
             return hit
         with _LOCK:
-            hit = _INTERNED.get(key)
+            ref = _INTERNED.get(key)
+            hit = ref() if ref is not None else None
             if hit is None:
                 hit = object.__new__(cls)
                 _set(hit, "shape", shape)
                 _set(hit, "dtype", dtype)
                 _set(hit, "device", device)
-                _INTERNED[key] = hit
+                _INTERNED[key] = weakref.ref(hit, functools.partial(_forget, key))
         return hit
 
     @property
@@ -64,5 +68,13 @@ class Aval:
 
 
 _set = object.__setattr__
-_INTERNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-_LOCK = threading.Lock()
+# (shape, dtype, id(device)) -> weak reference to the one live Aval (a plain dict: lookups
+# are C calls); an entry goes when its Aval dies
+_INTERNED: dict[tuple, weakref.ref] = {}
+_LOCK = threading.RLock()  # a dying Aval's callback may run inside the locked region (GC)
+
+
+def _forget(key: tuple, ref: weakref.ref) -> None:
+    with _LOCK:
+        if _INTERNED.get(key) is ref:  # not a newer Aval interned under the same key
+            del _INTERNED[key]

@@ -17,7 +17,9 @@ from typing import Any
 from tenferro_core.avals import Aval
 from tenferro_core.errors import TenferroError
 
+from . import tracing
 from .eager import _not_tensor, _with_device
+from .plan import build_plan
 from .pytree import tree_flatten, tree_unflatten
 from .tensor import Tensor
 from .tracing import Trace, Tracer, new_trace
@@ -32,22 +34,27 @@ def _skipped() -> frozenset:
     return _LAYERS | default_runtime().plugin_packages
 
 
-def _skip_of(runtime: Any) -> frozenset:
-    """The packages whose frames are not the user's: the layers and the runtime's plugins."""
-    skip = runtime._skip_packages
-    if skip is None:
-        skip = runtime._skip_packages = _LAYERS | runtime.plugin_packages
-    return skip
+def user_site(runtime: Any = None) -> str:
+    """file:line of the innermost caller outside tenferro's layers and every plugin `runtime`
+    loaded (default: the default runtime). Which code objects are skipped is remembered per
+    runtime, so a walk costs a dict lookup per frame."""
+    if runtime is None:
+        from .runtime import default_runtime
 
-
-def user_site(skip: frozenset | None = None) -> str:
-    """file:line of the innermost caller outside tenferro's layers and every loaded plugin."""
-    skip = _skipped() if skip is None else skip
+        runtime = default_runtime()
+    memo = runtime._site_memo
+    if memo is None:
+        memo = runtime._site_memo = {}
     f = sys._getframe(1)
     while f is not None:
-        mod = f.f_globals.get("__name__", "")
-        if mod.partition(".")[0] not in skip:
-            return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+        code = f.f_code
+        name = memo.get(code, "")
+        if name == "":
+            mod = f.f_globals.get("__name__", "")
+            skip = mod.partition(".")[0] in _LAYERS | runtime.plugin_packages
+            name = memo[code] = None if skip else os.path.basename(code.co_filename)
+        if name is not None:
+            return f"{name}:{f.f_lineno}"
         f = f.f_back
     return "?"
 
@@ -98,6 +105,8 @@ class Graph:
     outputs: list[Any] = field(default_factory=list)
     consts: dict[Var, Any] = field(default_factory=dict)
     out_tree: Any = None
+    # eval_graph's Plan, built on first eager evaluation (a graph is not edited after that)
+    plan: Any = field(default=None, repr=False, compare=False)
 
     def __str__(self) -> str:
         names: dict[int, str] = {}
@@ -180,7 +189,7 @@ class GraphTrace(Trace):
         if not avals:
             params, _ = _with_device(prim, params)
         runtime = avals[0].device.runtime if avals else None
-        site = user_site(_skip_of(runtime) if runtime is not None else None)
+        site = user_site(runtime)
         try:
             nparams = prim.check_params(params, avals)
             out_avals = prim.abstract_eval(avals, nparams)
@@ -212,9 +221,22 @@ def trace(fn: Any, *examples: Any) -> Graph:
 
 
 def eval_graph(graph: Graph, *args: Any) -> list[Any]:
-    """Run a graph's nodes on `args` (under whatever transformations are active)."""
+    """Run a graph's nodes on `args` (under whatever transformations are active).
+
+    Where only the eager interpreter is active and `args` are concrete tensors of the graph's
+    input avals, the graph's Plan replays its kernels on buffers (plan.py)."""
     if len(args) != len(graph.inputs):
         raise TenferroError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
+    if tracing._STACK.get() is tracing.BOTTOM:
+        for a, v in zip(args, graph.inputs):
+            if type(a) is not Tensor or a._aval is not v.aval:
+                break
+        else:
+            plan = graph.plan
+            if plan is None:
+                plan = graph.plan = build_plan(graph) or _NO_PLAN
+            if plan is not _NO_PLAN:
+                return plan.run(args)
     env: dict[Var, Any] = dict(graph.consts)
     env.update(zip(graph.inputs, args))
     for n in graph.nodes:
@@ -223,4 +245,19 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     return [env[v] if isinstance(v, Var) else v for v in graph.outputs]
 
 
-__all__ = ["Graph", "GraphTrace", "GraphTracer", "Node", "Var", "eval_graph", "trace", "user_site"]
+def dead_code_elimination(graph: Graph) -> Graph:
+    """`graph` without the nodes no output depends on (effectful nodes are always kept)."""
+    needed = {v for v in graph.outputs if isinstance(v, Var)}
+    kept = []
+    for node in reversed(graph.nodes):
+        if node.prim.effects or any(v in needed for v in node.outputs):
+            kept.append(node)
+            needed.update(node.inputs)
+    consts = {v: c for v, c in graph.consts.items() if v in needed}
+    return Graph(list(graph.inputs), kept[::-1], list(graph.outputs), consts, graph.out_tree)
+
+
+_NO_PLAN = object()
+
+__all__ = ["Graph", "GraphTrace", "GraphTracer", "Node", "Var", "dead_code_elimination", "eval_graph",
+           "trace", "user_site"]

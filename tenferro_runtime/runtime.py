@@ -102,7 +102,7 @@ class Runtime:
         self.check_kernels = bool(check_kernels)
         self.dispatch_cache_size = dispatch_cache_size
         self.plugin_packages: frozenset[str] = frozenset()
-        self._skip_packages: frozenset[str] | None = None  # graph.user_site's, built on first use
+        self._site_memo: dict | None = None  # graph.user_site's {code object: file name or None}
         self._lock = threading.RLock()
         self.reports: list[PluginReport] = list(reports)
         self.backends: dict[str, tuple[Any, int, str]] = {}
@@ -150,7 +150,7 @@ class Runtime:
                 impl.function(registry=reg)
             self._commit(reg)
             self.plugin_packages |= {_package_of(plugin.obj)}
-            self._skip_packages = None
+            self._site_memo = None
         except Exception as exc:  # a broken plugin must not stop the others
             with contextlib.suppress(Exception):
                 self._pm.unregister(plugin.obj)
