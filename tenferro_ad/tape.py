@@ -136,6 +136,7 @@ class GradientTape(tracing.Observer):
         for t, g in zip(t_leaves, seeds):
             ct[id(t)] = add_tangents(ct[id(t)], g) if id(t) in ct else g
         live_ids = self._live
+        caches: dict[int, Any] = {}  # runtime id -> its tape_vjp cache
         with self.stop_recording():
             for prim, args, params, outs in reversed(self._records):
                 if len(outs) == 1:
@@ -151,7 +152,11 @@ class GradientTape(tracing.Observer):
                         continue
                     cts = tuple([xp.zeros_like(o) if c is None else c for o, c in zip(outs, cts)])
                 live = tuple([id(a) in live_ids for a in args])
-                grads = eval_graph(_vjp_graph(prim, args, params, outs, live), *args, *cts)
+                runtime = args[0]._aval.device.runtime
+                cache = caches.get(id(runtime))
+                if cache is None:
+                    cache = caches[id(runtime)] = runtime.caches.get("tape_vjp", 4096)
+                grads = eval_graph(_vjp_graph(cache, prim, args, params, outs, live), *args, *cts)
                 i = 0
                 for a, is_live in zip(args, live):
                     if is_live:
@@ -170,16 +175,16 @@ def _as_list(out: Any) -> list:
     return list(out) if isinstance(out, tuple) else [out]
 
 
-def _vjp_graph(prim: Any, args: tuple, params: dict, outs: tuple, live: tuple) -> Graph:
+def _vjp_graph(cache: Any, prim: Any, args: tuple, params: dict, outs: tuple, live: tuple) -> Graph:
     """The traced VJP of one primitive call: (*operands, *output cotangents) -> cotangents of
     the `live` operands (the others are held fixed).
 
     Tracing `vjp` itself (linearize, then transpose) records the residual computations
     and the transposed linear ops as one Graph, cached per signature in the runtime, so
-    a tape's backward pass is a plain graph evaluation per recorded op.
+    a tape's backward pass is a plain graph evaluation per recorded op. `cache` is the
+    runtime's ``tape_vjp`` cache.
     """
     avals = tuple([a._aval for a in args])
-    cache = avals[0].device.runtime.caches.get("tape_vjp", 4096)
     key = (prim, avals, live, *params.values())
     if prim.exact_params:
         key += tuple((type(params[n]), repr(params[n])) for n in prim.exact_params)

@@ -122,8 +122,9 @@ class EvalTrace(Trace):
         """`general(x, y)` (a namespace function that binds `prim` on promoted, broadcast
         operands) with this interpreter's fast path in front: two tensors of one aval (whose
         dtype kind is in `kinds`; None: wherever `general` binds `prim` unchanged or raises as
-        the op's rule does), in a context whose stack is the eager interpreter alone, go
-        straight to the dispatch memo and the kernel, exactly as `bind` would send them. With
+        the op's rule does), in a context with no transformation above the eager interpreter,
+        go straight to the dispatch memo and the kernel, and the context's observers are told,
+        exactly as `bind` would do. With
         `constant(name, value, aval)` (the namespace's cached scalar tensors), a Python float
         or int with a floating or complex tensor takes the same path."""
         stack_var, bottom = tracing._STACK, tracing.BOTTOM
@@ -143,7 +144,8 @@ class EvalTrace(Trace):
                 else:
                     return general(x, y)
             av = x._aval
-            if av is y._aval and stack_var.get() is bottom and (all_kinds or av.dtype.kind in kinds):
+            stack = stack_var.get()
+            if av is y._aval and not stack.traces and (all_kinds or av.dtype.kind in kinds):
                 try:
                     entry = av.device.dispatch(prim, av, av)
                 except TenferroError:  # the general path raises its own error for these operands
@@ -159,6 +161,9 @@ class EvalTrace(Trace):
                     t = _new_tensor(Tensor)
                     t._buf = buf
                     t._aval = out_aval
+                    if stack is not bottom:  # observers only (gradient tapes): as bind tells them
+                        for o in stack.observers:
+                            o.observe(prim, (x, y), _NO_PARAMS, t)
                     return t
             return general(x, y)
 
@@ -172,7 +177,8 @@ class EvalTrace(Trace):
         def op(x: Any, /) -> Any:
             if type(x) is Tensor:
                 av = x._aval
-                if stack_var.get() is bottom and av.dtype.kind in kinds:
+                stack = stack_var.get()
+                if not stack.traces and av.dtype.kind in kinds:
                     entry = av.device.dispatch(prim, av)
                     out_aval = entry[1]
                     if out_aval is not None:
@@ -185,6 +191,9 @@ class EvalTrace(Trace):
                         t = _new_tensor(Tensor)
                         t._buf = buf
                         t._aval = out_aval
+                        if stack is not bottom:
+                            for o in stack.observers:
+                                o.observe(prim, (x,), _NO_PARAMS, t)
                         return t
             return general(x)
 

@@ -227,15 +227,15 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     input avals, the graph's Plan replays its kernels on buffers (plan.py)."""
     if len(args) != len(graph.inputs):
         raise TenferroError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
-    if tracing._STACK.get() is tracing.BOTTOM:
-        for a, v in zip(args, graph.inputs):
-            if type(a) is not Tensor or a._aval is not v.aval:
-                break
-        else:
-            plan = graph.plan
-            if plan is None:
-                plan = graph.plan = build_plan(graph) or _NO_PLAN
-            if plan is not _NO_PLAN:
+    plan = graph.plan
+    if plan is not _NO_PLAN and tracing._STACK.get() is tracing.BOTTOM:
+        if plan is None:
+            plan = graph.plan = build_plan(graph) or _NO_PLAN
+        if plan is not _NO_PLAN:
+            for a, aval in zip(args, plan.in_avals):
+                if type(a) is not Tensor or a._aval is not aval:
+                    break
+            else:
                 return plan.run(args)
     env: dict[Var, Any] = dict(graph.consts)
     env.update(zip(graph.inputs, args))

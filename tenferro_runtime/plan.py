@@ -20,6 +20,7 @@ from tenferro_core.errors import TenferroError
 from .eager import _exact, kernel_error
 from .tensor import Tensor
 
+_new_tensor = object.__new__
 _FOLD_MAX = 1 << 16  # elements: larger constant results are recomputed rather than kept
 
 
@@ -40,11 +41,31 @@ class Plan:
         env = self.template.copy()
         for i, a in enumerate(args):
             env[i] = a._buf
-        device = self.device
-        for step in self.steps:
-            _run_step(step, env, device)
-        return [Tensor._new(env[slot], aval) if slot is not None else aval
-                for slot, aval in self.outputs]
+        for fn, prim, ins, outs, params, multiple in self.steps:  # _run_step, inlined: hot
+            try:
+                if params is None:
+                    out = fn(*[env[i] for i in ins])
+                else:
+                    out = fn(*[env[i] for i in ins], **params)
+            except TenferroError:
+                raise
+            except Exception as exc:
+                raise kernel_error(prim, self.device, exc) from exc
+            if multiple:
+                for o, b in zip(outs, out):
+                    env[o] = b
+            else:
+                env[outs[0]] = out
+        results = []
+        for slot, aval in self.outputs:
+            if slot is None:
+                results.append(aval)
+            else:
+                t = _new_tensor(Tensor)
+                t._buf = env[slot]
+                t._aval = aval
+                results.append(t)
+        return results
 
 
 def _run_step(step: tuple, env: list, device: Any) -> None:

@@ -94,14 +94,17 @@ def interpreters() -> tuple:
 
 
 class _Stack(tuple):
-    """An interpreter stack with its observers listed once (read by `bind` on every call)."""
+    """An interpreter stack with its observers and its traces above the eager interpreter
+    listed once (read on every call by `bind` and the eager fast paths)."""
 
     observers: tuple
+    traces: tuple
 
 
 def _stack(entries: tuple) -> _Stack:
     stack = _Stack(entries)
     stack.observers = tuple(i for i in entries if isinstance(i, Observer))
+    stack.traces = tuple(i for i in entries[1:] if not isinstance(i, Observer))
     return stack
 
 
