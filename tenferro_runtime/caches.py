@@ -52,20 +52,25 @@ class LRUCache(OrderedDict):
                 pass
         return value
 
-    def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
-        """The value for `key`, built with `build()` and stored on a miss.
+    def get_or_build(self, key: Hashable, build: Callable[..., Any], *args: Any) -> Any:
+        """The value for `key`, built with `build(*args)` and stored on a miss.
 
         An unhashable key is built and not stored. `build` may raise: nothing is stored then.
         """
         try:
-            value = self.lookup(key)
+            value = self.get(key)
         except TypeError:
             self.misses += 1
-            return build()
+            return build(*args)
         if value is not None:
+            self.hits += 1
+            try:
+                self.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile
+                pass
             return value
         self.misses += 1
-        value = build()
+        value = build(*args)
         self.put(key, value)
         return value
 
