@@ -177,21 +177,21 @@ def _as_list(out: Any) -> list:
 
 def _vjp_graph(cache: Any, prim: Any, args: tuple, params: dict, outs: tuple, live: tuple) -> Graph:
     """The traced VJP of one primitive call: (*operands, *output cotangents) -> cotangents of
-    the `live` operands (the others are held fixed).
-
-    Tracing `vjp` itself (linearize, then transpose) records the residual computations
-    and the transposed linear ops as one Graph, cached per signature in the runtime, so
-    a tape's backward pass is a plain graph evaluation per recorded op. `cache` is the
-    runtime's ``tape_vjp`` cache.
-    """
+    the `live` operands (the others are held fixed), cached per signature in `cache` (the
+    runtime's ``tape_vjp`` cache)."""
     avals = tuple([a._aval for a in args])
     key = (prim, avals, live, *params.values())
     if prim.exact_params:
         key += tuple((type(params[n]), repr(params[n])) for n in prim.exact_params)
-    graph = cache.lookup(key)
-    if graph is not None:
-        return graph
-    n = len(args)
+    return cache.get_or_build(key, _build_vjp_graph, prim, avals, params,
+                              tuple([o._aval for o in outs]), live)
+
+
+def _build_vjp_graph(prim: Any, avals: tuple, params: dict, out_avals: tuple, live: tuple) -> Graph:
+    """Tracing `vjp` itself (linearize, then transpose) records the residual computations and
+    the transposed linear ops as one Graph, without the nodes no cotangent needs, so a tape's
+    backward pass is one plan replay per recorded op."""
+    n = len(avals)
 
     def vjp_of_call(*primals_and_cts: Any) -> list:
         primals, cts = primals_and_cts[:n], primals_and_cts[n:]
@@ -204,5 +204,4 @@ def _vjp_graph(cache: Any, prim: Any, args: tuple, params: dict, outs: tuple, li
         _, vjp_flat = _vjp_flat(call, [p for p, is_live in zip(primals, live) if is_live])
         return vjp_flat(list(cts))
 
-    return cache.get_or_build(key, lambda: dead_code_elimination(
-        trace(vjp_of_call, *avals, *(o._aval for o in outs))))
+    return dead_code_elimination(trace(vjp_of_call, *avals, *out_avals))

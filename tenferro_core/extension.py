@@ -8,7 +8,7 @@ registers the op, its kernels per backend and its AD rules through the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .params import Validator, p_any
@@ -23,8 +23,9 @@ def define_op(
     nin: int | None = 1,
     multiple_results: bool = False,
     decomposition: Callable[..., Any] | None = None,
-    linear: tuple[int, ...] = (),
+    linear: Sequence[int] | str = (),
     differentiable: bool = True,
+    effects: bool = False,
     resolve: Resolver | None = None,
     category: str = "extension",
     doc: str = "",
@@ -37,7 +38,9 @@ def define_op(
     validators return canonical values (see `tenferro_core.params`); `resolve(avals,
     payload)` fills the defaults that depend on the operands' shapes.
     `category` (one of `tenferro_core.primitive.CATEGORIES`) tells the fusion pass what
-    the op is; the default "extension" marks it opaque to fusion.
+    the op is; the default "extension" marks it opaque to fusion. `effects=True` marks an op
+    run for what it does besides its results (a print, a counter): dead-code elimination and
+    the backward passes keep its nodes although no output or cotangent needs them.
     """
     return Primitive(
         family_id,
@@ -47,6 +50,7 @@ def define_op(
         multiple_results=multiple_results,
         linear=linear,
         differentiable=differentiable,
+        effects=effects,
         family=True,
         resolve=resolve,
         decomposition=decomposition,

@@ -26,8 +26,8 @@ GROUP = "tenferro"
 hookspec = pluggy.HookspecMarker(GROUP)
 hookimpl = pluggy.HookimplMarker(GROUP)
 
-# rule kinds a plugin may register: jvp and transpose (read by tenferro_ad), cost (read by
-# tenferro_runtime.cost), vjp (accepted, but nothing reads it yet)
+# rule kinds a plugin may register: jvp, transpose and vjp (read by tenferro_ad; an op with only
+# a vjp rule differentiates in reverse mode), cost (read by tenferro_runtime.cost)
 RULE_KINDS = ("jvp", "transpose", "vjp", "cost")
 
 

@@ -28,7 +28,7 @@ class CacheStats:
 
 
 class LRUCache(OrderedDict):
-    """A bounded least-recently-used map; read it with `get_or_build` (or `lookup`)."""
+    """A bounded least-recently-used map; read and fill it with `get_or_build`."""
 
     def __init__(self, name: str, maxsize: int):
         super().__init__()
@@ -40,17 +40,6 @@ class LRUCache(OrderedDict):
         self.misses = 0
         self.evictions = 0
         self._lock = threading.Lock()
-
-    def lookup(self, key: Hashable) -> Any:
-        """The cached value (marked most recently used) or None; counts a hit."""
-        value = self.get(key)
-        if value is not None:
-            self.hits += 1
-            try:
-                self.move_to_end(key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
-        return value
 
     def get_or_build(self, key: Hashable, build: Callable[..., Any], *args: Any) -> Any:
         """The value for `key`, built with `build(*args)` and stored on a miss.

@@ -41,21 +41,7 @@ class Plan:
         env = self.template.copy()
         for i, a in enumerate(args):
             env[i] = a._buf
-        for fn, prim, ins, outs, params, multiple in self.steps:  # _run_step, inlined: hot
-            try:
-                if params is None:
-                    out = fn(*[env[i] for i in ins])
-                else:
-                    out = fn(*[env[i] for i in ins], **params)
-            except TenferroError:
-                raise
-            except Exception as exc:
-                raise kernel_error(prim, self.device, exc) from exc
-            if multiple:
-                for o, b in zip(outs, out):
-                    env[o] = b
-            else:
-                env[outs[0]] = out
+        _execute(self.steps, env, self.device)
         results = []
         for slot, aval in self.outputs:
             if slot is None:
@@ -68,22 +54,23 @@ class Plan:
         return results
 
 
-def _run_step(step: tuple, env: list, device: Any) -> None:
-    fn, prim, ins, outs, params, multiple = step
-    try:
-        if params is None:
-            out = fn(*[env[i] for i in ins])
+def _execute(steps: list, env: list, device: Any) -> None:
+    """Run `steps` in order, reading and writing buffer slots of `env`."""
+    for fn, prim, ins, outs, params, multiple in steps:
+        try:
+            if params is None:
+                out = fn(*[env[i] for i in ins])
+            else:
+                out = fn(*[env[i] for i in ins], **params)
+        except TenferroError:
+            raise
+        except Exception as exc:
+            raise kernel_error(prim, device, exc) from exc
+        if multiple:
+            for o, b in zip(outs, out):
+                env[o] = b
         else:
-            out = fn(*[env[i] for i in ins], **params)
-    except TenferroError:
-        raise
-    except Exception as exc:
-        raise kernel_error(prim, device, exc) from exc
-    if multiple:
-        for o, b in zip(outs, out):
-            env[o] = b
-    else:
-        env[outs[0]] = out
+            env[outs[0]] = out
 
 
 def build_plan(graph: Any) -> Plan | None:
@@ -133,7 +120,7 @@ def build_plan(graph: Any) -> Plan | None:
         step = (fn, prim, ins, tuple(outs), dict(params) if params else None, prim.multiple_results)
         if (not prim.effects and all(i in known for i in ins)
                 and sum(v.aval.size for v in node.outputs) <= _FOLD_MAX):
-            _run_step(step, template, device)  # constant folding: inputs fixed, so is the result
+            _execute([step], template, device)  # constant folding: inputs fixed, so is the result
             known.update(outs)
         else:
             steps.append(step)

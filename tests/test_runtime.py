@@ -100,10 +100,10 @@ def test_dispatch_cache_hits_and_bound(two_backends):
     for i in range(5):
         small.put(i, i)
     assert len(small) == 2 and small.evictions == 3 and list(small) == [3, 4]
-    assert small.lookup(3) == 3  # a hit makes 3 the most recently used: 4 goes next
+    assert small.get_or_build(3, lambda: -1) == 3  # a hit makes 3 the most recently used
     small.put(5, 5)
     assert list(small) == [3, 5]
-    assert small.get_or_build(6, lambda: 6) == 6 and small.stats().misses == 1
+    assert small.get_or_build(6, lambda k: k, 6) == 6 and small.stats().misses == 1
 
 
 def test_unhashable_params_are_normalized():
