@@ -20,7 +20,7 @@ _QUIET = {"divide": "ignore", "invalid": "ignore", "over": "ignore", "under": "i
 # 1 us a call) and leaves warnings from users' own NumPy code alone. Kernels that
 # go through NumPy's Python-level functions (np.sum, np.einsum) use np.errstate.
 warnings.filterwarnings(
-    "ignore", category=RuntimeWarning, module=r"tenferro_(runtime\.eager|numpy\.kernels)$"
+    "ignore", category=RuntimeWarning, module=r"tenferro_(runtime\.(eager|plan)|numpy\.kernels)$"
 )
 
 
