@@ -45,7 +45,10 @@ class Device(str):
         self.dispatch_cache = runtime.caches.memo(f"dispatch[{backend.name}:{device_id}]",
                                                   runtime.dispatch_cache_size, self._prepare)
         self.dispatch = self.dispatch_cache.get
-        self.constant_cache = runtime.caches.get(f"constants[{backend.name}:{device_id}]", 256)
+        # (type, Python scalar, aval, namespace function) -> a dense constant buffer (x * 0.5)
+        self.constant_cache = runtime.caches.memo(f"constants[{backend.name}:{device_id}]", 256,
+                                                  _build_constant)
+        self.constant = self.constant_cache.get
         return self
 
     def _prepare(self, prim: Primitive, *key: Any) -> tuple:
@@ -70,6 +73,12 @@ class Device(str):
 
     def supports(self, dtype: DType) -> bool:
         return dtype in self.dtypes
+
+
+def _build_constant(vtype: type, value: Any, aval: Any, name: str) -> Any:
+    from .array_api._helpers import constant_buffer  # the namespace sits above the runtime
+
+    return constant_buffer(name, value, aval)
 
 
 def _package_of(obj: Any) -> str:

@@ -163,15 +163,15 @@ def constant(name: str, value: Any, aval: Any) -> Tensor:
     """
     if type(value) in (float, complex) and (value == 0 or value != value):
         return _constant(name, value, aval)  # -0.0 == 0.0 and nan != nan: never cached
-    buf = aval.device.constant_cache.get_or_build((type(value), value, aval), _constant_buf,
-                                                  name, value, aval)
+    buf = aval.device.constant(type(value), value, aval, name)
     t = _new_tensor(Tensor)
     t._buf = buf
     t._aval = aval
     return t
 
 
-def _constant_buf(name: str, value: Any, aval: Any) -> Any:
+def constant_buffer(name: str, value: Any, aval: Any) -> Any:
+    """The buffer of a dense (or broadcast) constant like `aval` (the device's constant memo)."""
     return _constant(name, value, aval)._buf
 
 
