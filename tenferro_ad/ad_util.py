@@ -64,14 +64,11 @@ def is_undefined(x: Any) -> bool:
 
 
 def zeros(aval: Aval) -> Any:
-    """A materialized zero tensor of `aval` (shape, dtype, device)."""
-    from tenferro_runtime import lax
+    """A materialized zero tensor of `aval` (shape, dtype, device): a concrete constant, from
+    the device's constant memo (buffers are never mutated, so one can back many tensors)."""
+    from tenferro_runtime.array_api._helpers import constant
 
-    z = lax.full(shape=(), fill_value=False if aval.dtype is D.bool_ else 0, dtype=aval.dtype,
-                 device=aval.device)
-    if not aval.shape:
-        return z
-    return lax.broadcast_in_dim(z, shape=aval.shape, broadcast_dimensions=())
+    return constant("zeros", False if aval.dtype is D.bool_ else 0, aval)
 
 
 def instantiate(t: Any) -> Any:

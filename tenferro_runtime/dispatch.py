@@ -39,7 +39,10 @@ def bind(prim: Primitive, args: tuple, params: dict = _NO_PARAMS) -> Any:
 
 
 def _bind_method(self: Primitive, *args: Any, **params: Any) -> Any:
-    """`Primitive.bind(*operands, **params)`."""
+    """`Primitive.bind(*operands, **params)`: `bind`, with its eager case inlined (the method
+    is how rules and the namespace call primitives, so it is hot)."""
+    if _STACK.get() is _BOTTOM:
+        return EVAL.process(self, args, params)
     return bind(self, args, params)
 
 
