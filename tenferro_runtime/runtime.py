@@ -234,7 +234,7 @@ class Runtime:
 
     def device(self, spec: str | Device | None = None) -> Device:
         """The Device for ``"<backend>:<id>"`` (None: the default device)."""
-        dev = self._devices.get(spec) if isinstance(spec, str) and type(spec) is str else None
+        dev = self._devices.get(spec) if type(spec) is str else None
         if dev is not None:
             return dev
         with self._lock:
