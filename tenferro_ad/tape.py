@@ -18,7 +18,7 @@ from typing import Any
 from tenferro_core.errors import ArgumentError, DTypeError, TenferroError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import tracing
-from tenferro_runtime.graph import Graph, dead_code_elimination, eval_graph, trace
+from tenferro_runtime.graph import Graph, dead_code_elimination, eval_graph, ready_plan, trace
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor, copy_slots
 
@@ -156,7 +156,10 @@ class GradientTape(tracing.Observer):
                 cache = caches.get(id(runtime))
                 if cache is None:
                     cache = caches[id(runtime)] = runtime.caches.get("tape_vjp", 4096)
-                grads = eval_graph(_vjp_graph(cache, prim, args, params, outs, live), *args, *cts)
+                graph = _vjp_graph(cache, prim, args, params, outs, live)
+                plan = ready_plan(graph)
+                ins = args + cts
+                grads = plan.run(ins) if plan is not None and plan.accepts(ins) else eval_graph(graph, *ins)
                 i = 0
                 for a, is_live in zip(args, live):
                     if is_live:

@@ -227,22 +227,26 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     input avals, the graph's Plan replays its kernels on buffers (plan.py)."""
     if len(args) != len(graph.inputs):
         raise TenferroError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
-    plan = graph.plan
-    if plan is not _NO_PLAN and tracing._STACK.get() is tracing.BOTTOM:
-        if plan is None:
-            plan = graph.plan = build_plan(graph) or _NO_PLAN
-        if plan is not _NO_PLAN:
-            for a, aval in zip(args, plan.in_avals):
-                if type(a) is not Tensor or a._aval is not aval:
-                    break
-            else:
-                return plan.run(args)
+    plan = ready_plan(graph)
+    if plan is not None and plan.accepts(args):
+        return plan.run(args)
     env: dict[Var, Any] = dict(graph.consts)
     env.update(zip(graph.inputs, args))
     for n in graph.nodes:
         out = n.prim.bind(*[env[v] for v in n.inputs], **n.params)
         env.update(zip(n.outputs, out if n.prim.multiple_results else (out,)))
     return [env[v] if isinstance(v, Var) else v for v in graph.outputs]
+
+
+def ready_plan(graph: Graph) -> Any:
+    """The graph's Plan where it may replay now (only the eager interpreter is active in this
+    context), built on first use; None elsewhere, or where the graph has no plan."""
+    plan = graph.plan
+    if plan is _NO_PLAN or tracing._STACK.get() is not tracing.BOTTOM:
+        return None
+    if plan is None:
+        plan = graph.plan = build_plan(graph) or _NO_PLAN
+    return None if plan is _NO_PLAN else plan
 
 
 def dead_code_elimination(graph: Graph) -> Graph:
@@ -260,4 +264,4 @@ def dead_code_elimination(graph: Graph) -> Graph:
 _NO_PLAN = object()
 
 __all__ = ["Graph", "GraphTrace", "GraphTracer", "Node", "Var", "dead_code_elimination", "eval_graph",
-           "trace", "user_site"]
+           "ready_plan", "trace", "user_site"]

@@ -36,8 +36,15 @@ class Plan:
         self.steps = steps  # (kernel, prim, input slots, output slots, params or None, multiple)
         self.outputs = outputs  # (slot, aval) per graph output, or (None, value) for a non-Var
 
+    def accepts(self, args: tuple) -> bool:
+        """True when `args` are concrete tensors of the plan's input avals (and device)."""
+        for a, aval in zip(args, self.in_avals):
+            if type(a) is not Tensor or a._aval is not aval:
+                return False
+        return True
+
     def run(self, args: tuple) -> list:
-        """The graph's outputs from concrete input tensors (checked by the caller)."""
+        """The graph's outputs from concrete input tensors (see `accepts`)."""
         env = self.template.copy()
         for i, a in enumerate(args):
             env[i] = a._buf
