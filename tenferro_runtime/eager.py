@@ -73,11 +73,8 @@ class EvalTrace(Trace):
             params, device = _with_device(prim, params)
         if prim.params:
             nparams = prim.check_params(params, avals)  # every call: a cache hit never skips it
-            items = tuple(nparams.items())
-            if prim.exact_params:  # params whose == is too coarse (-0.0 == 0.0 == False, nan)
-                items += tuple([(n, _exact(nparams[n])) for n in prim.exact_params])
             try:
-                entry = device.dispatch(prim, avals, items)
+                entry = device.dispatch(prim, avals, *params_key(prim, nparams))
             except TypeError:  # an unhashable payload value: build, don't cache
                 entry = prepare(prim, avals, nparams, device)
         else:
@@ -196,8 +193,14 @@ def _like(op: Any, general: Any) -> Any:
     return op
 
 
-def _exact(v: Any) -> Any:
-    return (type(v), repr(v))
+def params_key(prim: Primitive, nparams: dict) -> tuple:
+    """Canonical params as cache-key parts: ``(items,)``, plus ``(type, repr)`` of the params
+    whose == is too coarse for a key (-0.0 == 0.0 == False, nan != nan) as a second part, so
+    ``dict(items)`` is still the params themselves."""
+    items = tuple(nparams.items())
+    if not prim.exact_params:
+        return (items,)
+    return items, tuple([(type(nparams[n]), repr(nparams[n])) for n in prim.exact_params])
 
 
 def prepare(prim: Primitive, avals: tuple, nparams: dict, device: Any) -> tuple:
@@ -302,4 +305,4 @@ def _with_device(prim: Primitive, params: dict) -> tuple[dict, Any]:
 EVAL = EvalTrace()
 tracing.install_bottom(EVAL)
 
-__all__ = ["EVAL", "EvalTrace", "check_result", "kernel_error", "prepare"]
+__all__ = ["EVAL", "EvalTrace", "check_result", "kernel_error", "params_key", "prepare"]

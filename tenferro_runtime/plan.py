@@ -17,7 +17,7 @@ from typing import Any
 
 from tenferro_core.errors import TenferroError
 
-from .eager import _exact, kernel_error
+from .eager import kernel_error, params_key
 from .tensor import Tensor
 
 _new_tensor = object.__new__
@@ -108,10 +108,7 @@ def build_plan(graph: Any) -> Plan | None:
             return None
         try:
             if prim.params:
-                items = tuple(params.items())
-                if prim.exact_params:
-                    items += tuple((n, _exact(params[n])) for n in prim.exact_params)
-                fn = device.dispatch(prim, in_avals, items)[0]
+                fn = device.dispatch(prim, in_avals, *params_key(prim, params))[0]
             else:
                 fn = device.dispatch(prim, *in_avals)[0]
         except (TenferroError, TypeError):  # node-by-node evaluation raises it where it belongs

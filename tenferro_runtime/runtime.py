@@ -41,7 +41,7 @@ class Device(str):
         self.kernels = kernels
         self.dtypes = dtypes
         self.specialize = getattr(backend, "specialize", None)
-        # (prim, *avals) or (prim, avals, canonical param items[, exact]) -> eager.prepare's entry
+        # (prim, *avals) or (prim, avals, *eager.params_key(...)) -> eager.prepare's entry
         self.dispatch_cache = runtime.caches.memo(f"dispatch[{backend.name}:{device_id}]",
                                                   runtime.dispatch_cache_size, self._prepare)
         self.dispatch = self.dispatch_cache.get

@@ -141,3 +141,24 @@ def test_op_with_payload_defaults_called_without_params_gets_them_every_time():
         x = asarray([1.0, 2.0])
         for _ in range(3):
             assert scale_p.bind(x).numpy().tolist() == [3.0, 6.0]
+
+
+def test_a_cache_miss_builds_from_the_params_themselves(monkeypatch):
+    """The exact parts of a dispatch key (type and repr of fill_value) stay out of the params
+    the shape rule and the kernel choice see; -0.0 and 0.0 still get their own entries."""
+    from tenferro_runtime import eager
+
+    seen = []
+    real = eager.prepare
+
+    def spy(prim, avals, nparams, device):
+        seen.append(dict(nparams))
+        return real(prim, avals, nparams, device)
+
+    monkeypatch.setattr(eager, "prepare", spy)
+    with use_runtime(Runtime([numpy_plugin])):
+        for v in (1.5, -0.0, 0.0):
+            out = lax.full(shape=(2,), fill_value=v, dtype=dtypes.float64, device="numpy:cpu")
+            assert np.signbit(out.numpy()).tolist() == [np.signbit(v)] * 2
+    assert [p["fill_value"] for p in seen] == [1.5, -0.0, 0.0]
+    assert all(type(p["fill_value"]) is float for p in seen)
