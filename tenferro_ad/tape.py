@@ -18,7 +18,8 @@ from typing import Any
 from tenferro_core.errors import ArgumentError, DTypeError, TenferroError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import tracing
-from tenferro_runtime.graph import Graph, dead_code_elimination, eval_graph, ready_plan, trace
+from tenferro_runtime.eager import params_key
+from tenferro_runtime.graph import Graph, dead_code_elimination, eval_graph, trace
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor, copy_slots
 
@@ -156,10 +157,7 @@ class GradientTape(tracing.Observer):
                 cache = caches.get(id(runtime))
                 if cache is None:
                     cache = caches[id(runtime)] = runtime.caches.get("tape_vjp", 4096)
-                graph = _vjp_graph(cache, prim, args, params, outs, live)
-                plan = ready_plan(graph)
-                ins = args + cts
-                grads = plan.run(ins) if plan is not None and plan.accepts(ins) else eval_graph(graph, *ins)
+                grads = eval_graph(_vjp_graph(cache, prim, args, params, outs, live), *args, *cts)
                 i = 0
                 for a, is_live in zip(args, live):
                     if is_live:
@@ -183,9 +181,7 @@ def _vjp_graph(cache: Any, prim: Any, args: tuple, params: dict, outs: tuple, li
     the `live` operands (the others are held fixed), cached per signature in `cache` (the
     runtime's ``tape_vjp`` cache)."""
     avals = tuple([a._aval for a in args])
-    key = (prim, avals, live, *params.values())
-    if prim.exact_params:
-        key += tuple((type(params[n]), repr(params[n])) for n in prim.exact_params)
+    key = (prim, avals, live, *params_key(prim, params))
     return cache.get_or_build(key, _build_vjp_graph, prim, avals, params,
                               tuple([o._aval for o in outs]), live)
 

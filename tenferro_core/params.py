@@ -129,14 +129,9 @@ def p_scalar(prim: str, name: str, v: Any) -> bool | int | float | complex:
     if t is bool or t is int or t is float or t is complex:
         return v
     if isinstance(v, np.generic):
-        if isinstance(v, np.bool_):
-            return bool(v)
-        if isinstance(v, np.integer):
-            return int(v)
-        if isinstance(v, np.floating):
-            return float(v)
-        if isinstance(v, np.complexfloating):
-            return complex(v)
+        py = _from_numpy(v)
+        if py is not v:
+            return py
     elif isinstance(v, numbers.Integral):
         return operator.index(v)
     elif isinstance(v, numbers.Real):
@@ -154,17 +149,23 @@ def p_any(prim: str, name: str, v: Any) -> Any:
     return v
 
 
-def _atom(v: Any) -> Any:
-    """NumPy scalars and str subclasses as the Python value they spell."""
+def _from_numpy(v: Any) -> Any:
+    """A NumPy bool, integer, floating or complex scalar as the Python scalar of its kind;
+    anything else as it is."""
     if isinstance(v, np.bool_):
         return bool(v)
     if isinstance(v, np.integer):
         return int(v)
     if isinstance(v, np.floating):
         return float(v)
-    if isinstance(v, str):
-        return str(v)
+    if isinstance(v, np.complexfloating):
+        return complex(v)
     return v
+
+
+def _atom(v: Any) -> Any:
+    """NumPy scalars and str subclasses as the Python value they spell."""
+    return str(v) if isinstance(v, str) else _from_numpy(v)
 
 
 def p_choice(*options: Any) -> Validator:

@@ -1,11 +1,11 @@
 """Bounded, thread-safe, least-recently-used caches owned by a Runtime, with statistics.
 
-`LRUCache` is an `OrderedDict`, so a hit on the eager hot path is two C calls
-(``get`` and ``move_to_end``) with no Python frame; each of them is atomic under
-the GIL. Insertion and eviction take the cache's lock. A reader whose key was
-evicted between its two calls just keeps the value it read. `get_or_build` is
-the one way to fill a cache: it counts hits and misses and builds outside the
-lock (two threads may build the same entry; both results are equal, one is kept).
+`Memo` (a C-level `functools.lru_cache` of a build function) holds what the eager hot path
+reads: each device's dispatch entries and scalar constants, so a hit is one call.
+`LRUCache` (an `OrderedDict`: hits are C calls, atomic under the GIL; inserts and evictions
+take its lock) holds the rest (einsum plans, the tape's VJP graphs). `get_or_build` is the
+one way to read and fill one: it counts hits and misses and builds outside the lock (two
+threads may build the same entry; both results are equal, one is kept).
 """
 
 from __future__ import annotations

@@ -28,31 +28,34 @@ from .tracing import Trace, Tracer, new_trace
 _LAYERS = frozenset({"tenferro_core", "tenferro_runtime", "tenferro_ad", "contextlib"})
 
 
-def _skipped() -> frozenset:
+def _user_file(frame: Any, runtime: Any) -> str | None:
+    """The file name of `frame` if it is the user's, None for a frame of tenferro's layers or
+    of a plugin `runtime` loaded; remembered per code object in the runtime."""
+    memo = runtime._site_memo
+    if memo is None:
+        memo = runtime._site_memo = {}
+    code = frame.f_code
+    name = memo.get(code, "")
+    if name == "":
+        mod = frame.f_globals.get("__name__", "")
+        skip = mod.partition(".")[0] in _LAYERS | runtime.plugin_packages
+        name = memo[code] = None if skip else os.path.basename(code.co_filename)
+    return name
+
+
+def _runtime(runtime: Any) -> Any:
     from .runtime import default_runtime
 
-    return _LAYERS | default_runtime().plugin_packages
+    return default_runtime() if runtime is None else runtime
 
 
 def user_site(runtime: Any = None) -> str:
     """file:line of the innermost caller outside tenferro's layers and every plugin `runtime`
-    loaded (default: the default runtime). Which code objects are skipped is remembered per
-    runtime, so a walk costs a dict lookup per frame."""
-    if runtime is None:
-        from .runtime import default_runtime
-
-        runtime = default_runtime()
-    memo = runtime._site_memo
-    if memo is None:
-        memo = runtime._site_memo = {}
+    loaded (default: the default runtime); a frame costs a dict lookup once seen."""
+    runtime = _runtime(runtime)
     f = sys._getframe(1)
     while f is not None:
-        code = f.f_code
-        name = memo.get(code, "")
-        if name == "":
-            mod = f.f_globals.get("__name__", "")
-            skip = mod.partition(".")[0] in _LAYERS | runtime.plugin_packages
-            name = memo[code] = None if skip else os.path.basename(code.co_filename)
+        name = _user_file(f, runtime)
         if name is not None:
             return f"{name}:{f.f_lineno}"
         f = f.f_back
@@ -61,12 +64,12 @@ def user_site(runtime: Any = None) -> str:
 
 def _site_of(tb: Any) -> str:
     """file:line of the innermost user frame of a traceback."""
-    skip = _skipped()
+    runtime = _runtime(None)
     site = "?"
     while tb is not None:
-        f = tb.tb_frame
-        if f.f_globals.get("__name__", "").split(".")[0] not in skip:
-            site = f"{os.path.basename(f.f_code.co_filename)}:{tb.tb_lineno}"
+        name = _user_file(tb.tb_frame, runtime)
+        if name is not None:
+            site = f"{name}:{tb.tb_lineno}"
         tb = tb.tb_next
     return site
 
@@ -227,7 +230,7 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     input avals, the graph's Plan replays its kernels on buffers (plan.py)."""
     if len(args) != len(graph.inputs):
         raise TenferroError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
-    plan = ready_plan(graph)
+    plan = _ready_plan(graph)
     if plan is not None and plan.accepts(args):
         return plan.run(args)
     env: dict[Var, Any] = dict(graph.consts)
@@ -238,7 +241,7 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     return [env[v] if isinstance(v, Var) else v for v in graph.outputs]
 
 
-def ready_plan(graph: Graph) -> Any:
+def _ready_plan(graph: Graph) -> Any:
     """The graph's Plan where it may replay now (only the eager interpreter is active in this
     context), built on first use; None elsewhere, or where the graph has no plan."""
     plan = graph.plan
@@ -264,4 +267,4 @@ def dead_code_elimination(graph: Graph) -> Graph:
 _NO_PLAN = object()
 
 __all__ = ["Graph", "GraphTrace", "GraphTracer", "Node", "Var", "dead_code_elimination", "eval_graph",
-           "ready_plan", "trace", "user_site"]
+           "trace", "user_site"]

@@ -123,7 +123,7 @@ def new_trace(trace: Trace) -> Iterator[Trace]:
         yield trace
     finally:
         trace.active = False
-        _STACK.reset(token)
+        pop(token)
 
 
 def push_observer(observer: Observer) -> contextvars.Token:
@@ -164,9 +164,9 @@ def top_trace(args: Any, stack: tuple | None = None) -> Trace | None:
     return top
 
 
-def observers() -> list[Observer]:
+def observers() -> tuple[Observer, ...]:
     """The observers on this context's stack, outermost first."""
-    return list(_STACK.get().observers)
+    return _STACK.get().observers
 
 
 def observe(prim: Any, args: tuple, params: dict, out: Any) -> None:

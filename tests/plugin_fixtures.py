@@ -36,6 +36,19 @@ class BackendPlugin:
         registry.add_backend(self.backend)
 
 
+def hook_plugin(name: str, register):
+    """A plugin object named `name` whose tenferro_register hook calls `register(registry)`."""
+
+    class P:
+        __name__ = name
+
+        @hookimpl
+        def tenferro_register(self, registry):
+            register(registry)
+
+    return P()
+
+
 def make_dist(root: Path, dist: str, entry_points: dict[str, str], modules: dict[str, str]) -> None:
     """Write an importable fake distribution (dist-info + modules) under `root`."""
     info = root / f"{dist.replace('-', '_')}-0.3.1.dist-info"

@@ -15,7 +15,8 @@ import tenferro_einsum.plugin as einsum_plugin
 import tenferro_fft.plugin as fft_plugin
 import tenferro_linalg.plugin as linalg_plugin
 import tenferro_numpy.plugin as numpy_plugin
-from tenferro_core import catalog, define_op, dtypes, hookimpl
+from plugin_fixtures import hook_plugin
+from tenferro_core import catalog, define_op, dtypes
 from tenferro_core.avals import Aval
 from tenferro_core.catalog.categories import CATEGORY, missing_categories
 from tenferro_core.catalog.cost import (
@@ -271,22 +272,11 @@ def test_reduction_and_structural_costs_are_non_negative_ints(prim, shape):
 # ---- lookup: overrides and errors -----------------------------------------------------------
 
 
-def _plugin(name, register):
-    class P:
-        __name__ = name
-
-        @hookimpl
-        def tenferro_register(self, registry):
-            register(registry)
-
-    return P()
-
-
 def test_plugin_rule_overrides_the_core_table():
     def flat(in_avals, out_avals, **params):
         return Cost(1, 2)
 
-    rt = Runtime([numpy_plugin, _plugin("override", lambda r: r.add_rule("cost", "add", flat))])
+    rt = Runtime([numpy_plugin, hook_plugin("override", lambda r: r.add_rule("cost", "add", flat))])
     assert rt.reports[1].ok
     assert cost(rt, catalog.add, ((4,), F32), ((4,), F32)) == Cost(1, 2)
     assert cost(rt, catalog.mul, ((4,), F32), ((4,), F32)) == Cost(4, 48)
@@ -294,7 +284,7 @@ def test_plugin_rule_overrides_the_core_table():
 
 def test_extension_op_without_a_rule_is_a_missing_rule_error():
     op = define_op("test_cost.norule.v1", lambda x: (x.shape, x.dtype))
-    rt = Runtime([numpy_plugin, _plugin("norule", lambda r: r.add_op(op))])
+    rt = Runtime([numpy_plugin, hook_plugin("norule", lambda r: r.add_op(op))])
     with pytest.raises(MissingRuleError, match=r"test_cost.norule.v1.*add_rule\('cost', op, fn\)"):
         cost(rt, op, ((3,), F32))
 
@@ -306,7 +296,7 @@ def test_a_rule_returning_a_bad_value_is_reported():
         r.add_op(op)
         r.add_rule("cost", op, lambda i, o, **p: Cost(1.5, -1))
 
-    rt = Runtime([numpy_plugin, _plugin("badrule", register)])
+    rt = Runtime([numpy_plugin, hook_plugin("badrule", register)])
     with pytest.raises(PluginError, match="test_cost.badrule.v1.*two ints >= 0"):
         cost(rt, op, ((3,), F32))
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tenferro_numpy.plugin as numpy_plugin
-from plugin_fixtures import BackendPlugin, TwinBackend, install_fake_dists, make_dist
+from plugin_fixtures import BackendPlugin, TwinBackend, hook_plugin, install_fake_dists, make_dist
 from tenferro_core import catalog, define_op, hookimpl
 from tenferro_core.errors import ArgumentError, MissingExtensionError, MissingKernelError, PluginError
 from tenferro_core.plugins import RULE_KINDS, Registration
@@ -222,27 +222,16 @@ def test_cli_lists_plugins_and_failures(fake_dists):
 # ---- registration kinds nothing consumes are errors --------------------------------------------
 
 
-def _hook(name, register):
-    class P:
-        __name__ = name
-
-        @hookimpl
-        def tenferro_register(self, registry):
-            register(registry)
-
-    return P()
-
-
 def test_unconsumed_rule_kind_is_an_error_naming_the_supported_ones():
     assert RULE_KINDS == ("jvp", "transpose", "vjp", "cost")
     with pytest.raises(PluginError, match=r"'batch'.*not supported.*jvp, transpose, vjp, cost"):
         Registration("direct").add_rule("batch", "add", lambda *a: None)
-    rt = Runtime([numpy_plugin, _hook("batcher", lambda r: r.add_rule("batch", "add", len))])
+    rt = Runtime([numpy_plugin, hook_plugin("batcher", lambda r: r.add_rule("batch", "add", len))])
     assert "not supported" in rt.reports[1].error and not any(k == "batch" for k, _ in rt.rules)
 
 
 def test_cost_rules_are_accepted():
-    rt = Runtime([numpy_plugin, _hook("coster", lambda r: r.add_rule("cost", catalog.add, len))])
+    rt = Runtime([numpy_plugin, hook_plugin("coster", lambda r: r.add_rule("cost", catalog.add, len))])
     assert rt.reports[1].ok and rt.rule("cost", catalog.add) is len
 
 
@@ -251,7 +240,7 @@ def test_cost_rules_are_accepted():
     (lambda r: r.add_meter("rapl", object()), "meters are not consumed yet"),
 ])
 def test_passes_and_meters_are_refused(register, what):
-    rt = Runtime([numpy_plugin, _hook("extra", register)])
+    rt = Runtime([numpy_plugin, hook_plugin("extra", register)])
     assert "PluginError" in rt.reports[1].error and what in rt.reports[1].error
     assert not rt.passes and not rt.meters
 
