@@ -53,9 +53,12 @@ def user_site(runtime: Any = None) -> str:
     """file:line of the innermost caller outside tenferro's layers and every plugin `runtime`
     loaded (default: the default runtime); a frame costs a dict lookup once seen."""
     runtime = _runtime(runtime)
+    memo = runtime._site_memo or {}
     f = sys._getframe(1)
     while f is not None:
-        name = _user_file(f, runtime)
+        name = memo.get(f.f_code, "")  # seen before: one lookup (this runs once per traced node)
+        if name == "":
+            name = _user_file(f, runtime)
         if name is not None:
             return f"{name}:{f.f_lineno}"
         f = f.f_back
