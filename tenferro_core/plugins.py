@@ -44,8 +44,8 @@ class Registration:
     """What one plugin registered, staged until the runtime commits it.
 
     Only what the runtime consumes is accepted: a registration nothing would use (a rule
-    kind outside RULE_KINDS, a pass, a meter, a backend `compile`) is a PluginError, never
-    stored and ignored. `passes` and `meters` stay empty until passes and meters run.
+    kind outside RULE_KINDS, a meter) is a PluginError, never stored and ignored. `meters`
+    stays empty until meters are read.
     """
 
     source: str
@@ -53,7 +53,7 @@ class Registration:
     ops: list[Primitive] = field(default_factory=list)
     kernels: list[tuple[str, str, Kernel, int]] = field(default_factory=list)
     rules: list[tuple[str, str, Callable[..., Any]]] = field(default_factory=list)
-    passes: list[tuple[str, Callable[..., Any]]] = field(default_factory=list)
+    passes: list[tuple[str, Callable[..., Any], float]] = field(default_factory=list)
     meters: list[tuple[str, Any]] = field(default_factory=list)
     namespaces: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -70,11 +70,11 @@ class Registration:
             )
         if not isinstance(backend.name, str) or not backend.name or ":" in backend.name:
             raise self._bad(f"backend name must be a non-empty string without ':', got {backend.name!r}")
-        if getattr(backend, "compile", None) is not None:
+        compile_ = getattr(backend, "compile", None)
+        if compile_ is not None and not callable(compile_):
             raise self._bad(
-                f"backend {backend.name!r} defines compile(graph), which this version of tenferro "
-                f"does not consume yet (graphs run node by node through the kernel table); remove "
-                f"the attribute, its kernels are all the runtime uses"
+                f"backend {backend.name!r}: compile must be a method compile(graph, device) "
+                f"returning an executable or None, got {type(compile_).__name__}"
             )
         prio = getattr(backend, "priority", 0) if priority is None else priority
         self.backends.append((backend, int(prio)))
@@ -115,12 +115,19 @@ class Registration:
             )
         self.rules.append((kind, name, fn))
 
-    def add_pass(self, name: str, fn: Callable[..., Any]) -> None:
-        """Not accepted yet: nothing runs plugin passes, so registering one is an error."""
-        raise self._bad(
-            f"passes are not consumed yet by this version of tenferro; pass {name!r} would never "
-            f"run, so it is refused; drop the add_pass call"
-        )
+    def add_pass(self, name: str, fn: Callable[..., Any], *, position: float) -> None:
+        """Register a compiler pass: `fn(graph) -> graph`, run by `compile` in ascending
+        `position` (the built-in passes sit at 100, 200, ... 900; see docs/architecture.md)."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise self._bad(f"add_pass expects a pass name that is an identifier, got {name!r}")
+        if not callable(fn):
+            raise self._bad(f"add_pass({name!r}): expected a function graph -> graph, got {fn!r}")
+        if isinstance(position, bool) or not isinstance(position, (int, float)) or position != position:
+            raise self._bad(
+                f"add_pass({name!r}): position must be a number (the built-in passes sit at "
+                f"100, 200, ... 900), got {position!r}"
+            )
+        self.passes.append((name, fn, float(position)))
 
     def add_meter(self, name: str, meter: Any) -> None:
         """Not accepted yet: nothing reads plugin meters, so registering one is an error."""
@@ -145,7 +152,8 @@ class Registration:
         if self.rules:
             out.append(f"{len(self.rules)} rule(s)")
         out += [f"namespace array_api.{n}" for n, _ in self.namespaces]
-        out += [f"pass {n}" for n, _ in self.passes] + [f"meter {n}" for n, _ in self.meters]
+        out += [f"pass {n} (position {p:g})" for n, _, p in self.passes]
+        out += [f"meter {n}" for n, _ in self.meters]
         return out
 
 

@@ -113,6 +113,16 @@ class Graph:
     out_tree: Any = None
     # eval_graph's Plan, built on first eager evaluation (a graph is not edited after that)
     plan: Any = field(default=None, repr=False, compare=False)
+    # what passes learned about the graph (the buffer plan, the schedule report, ...)
+    meta: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def replace(self, **changes: Any) -> Graph:
+        """A new Graph with `changes` (nodes, outputs, consts, meta, ...); the rest shared.
+        Passes never edit a graph in place: it may already be running elsewhere."""
+        fields = {"inputs": self.inputs, "nodes": self.nodes, "outputs": self.outputs,
+                  "consts": self.consts, "out_tree": self.out_tree, "meta": dict(self.meta)}
+        fields.update(changes)
+        return Graph(**fields)
 
     def __str__(self) -> str:
         names: dict[int, str] = {}
@@ -264,10 +274,42 @@ def dead_code_elimination(graph: Graph) -> Graph:
             kept.append(node)
             needed.update(node.inputs)
     consts = {v: c for v, c in graph.consts.items() if v in needed}
-    return Graph(list(graph.inputs), kept[::-1], list(graph.outputs), consts, graph.out_tree)
+    return graph.replace(inputs=list(graph.inputs), nodes=kept[::-1], outputs=list(graph.outputs),
+                         consts=consts)
+
+
+def verify_graph(graph: Graph) -> None:
+    """Raise TenferroError unless `graph` is well formed: every var defined once before its
+    use (inputs, consts, node outputs), each node's params canonical and its output avals
+    what its primitive's abstract eval gives (what a pass must preserve)."""
+    defined = set(graph.inputs)
+    for v, c in graph.consts.items():
+        if getattr(c, "_aval", None) is not v.aval:
+            raise TenferroError(f"graph constant {v} holds {type(c).__name__} of another aval")
+    defined.update(graph.consts)
+    if len(defined) != len(graph.inputs) + len(graph.consts):
+        raise TenferroError("a graph var is both an input and a constant, or listed twice")
+    for i, n in enumerate(graph.nodes):
+        for v in n.inputs:
+            if v not in defined:
+                raise TenferroError(f"node {i} ({n.prim.name}) reads {v} before it is defined")
+        avals = tuple(v.aval for v in n.inputs)
+        out = n.prim.abstract_eval(avals, n.prim.check_params(n.params, avals))
+        if tuple(v.aval for v in n.outputs) != tuple(out):
+            raise TenferroError(
+                f"node {i} ({n.prim.name}) declares outputs "
+                f"{[v.aval.str_short() for v in n.outputs]} but its abstract eval gives "
+                f"{[a.str_short() for a in out]}")
+        for v in n.outputs:
+            if v in defined:
+                raise TenferroError(f"node {i} ({n.prim.name}) redefines {v}")
+            defined.add(v)
+    for v in graph.outputs:
+        if isinstance(v, Var) and v not in defined:
+            raise TenferroError(f"graph output {v} is never defined")
 
 
 _NO_PLAN = object()
 
 __all__ = ["Graph", "GraphTrace", "GraphTracer", "Node", "Var", "dead_code_elimination", "eval_graph",
-           "trace", "user_site"]
+           "trace", "user_site", "verify_graph"]

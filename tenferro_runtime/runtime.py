@@ -21,6 +21,7 @@ from tenferro_core.errors import DeviceError, MissingKernelError, PluginError
 from tenferro_core.plugins import Plugin, PluginReport, Registration, discover, make_plugin_manager
 from tenferro_core.primitive import Primitive
 
+from . import graph_prims
 from .caches import Caches
 
 
@@ -115,12 +116,12 @@ class Runtime:
         self._lock = threading.RLock()
         self.reports: list[PluginReport] = list(reports)
         self.backends: dict[str, tuple[Any, int, str]] = {}
-        self.ops: dict[str, Primitive] = dict(catalog.BY_NAME)
+        self.ops: dict[str, Primitive] = {**catalog.BY_NAME, **graph_prims.BY_NAME}
         self._op_source: dict[str, str] = {n: "tenferro_core" for n in self.ops}
         self.kernels: dict[tuple[str, str], tuple[Any, int, str]] = {}
         self.rules: dict[tuple[str, str], Any] = {}
         self._rule_source: dict[tuple[str, str], str] = {}
-        self.passes: dict[str, Any] = {}
+        self.passes: dict[str, tuple[Any, float, str]] = {}  # name -> (fn, position, source)
         self.meters: dict[str, Any] = {}
         self.namespaces: dict[str, Any] = {}
         self.caches = Caches()
@@ -206,9 +207,11 @@ class Runtime:
         for n, _ in reg.namespaces:
             if n in self.namespaces:
                 raise PluginError(f"namespace array_api.{n} is registered twice (again by {src})")
-        for n, _ in reg.passes:
-            if n in self.passes:
-                raise PluginError(f"pass {n!r} is registered twice (again by {src})")
+        pass_names = [n for n, _, _ in reg.passes]
+        for n, _, _ in reg.passes:
+            if n in self.passes or pass_names.count(n) > 1:
+                other = self.passes[n][2] if n in self.passes else src
+                raise PluginError(f"pass {n!r} is registered twice: by {other} and by {src}")
         # all checks passed: apply
         for b, prio in reg.backends:
             self.backends[b.name] = (b, prio, src)
@@ -219,7 +222,8 @@ class Runtime:
         for kind, name, fn in reg.rules:
             self.rules[(kind, name)] = fn
             self._rule_source[(kind, name)] = src
-        self.passes.update(reg.passes)
+        for n, fn, position in reg.passes:
+            self.passes[n] = (fn, position, src)
         self.meters.update(reg.meters)
         self.namespaces.update(reg.namespaces)
         self._devices.clear()

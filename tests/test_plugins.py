@@ -235,28 +235,43 @@ def test_cost_rules_are_accepted():
     assert rt.reports[1].ok and rt.rule("cost", catalog.add) is len
 
 
-@pytest.mark.parametrize("register, what", [
-    (lambda r: r.add_pass("fuse", lambda g: g), "passes are not consumed yet"),
-    (lambda r: r.add_meter("rapl", object()), "meters are not consumed yet"),
+def test_meters_are_refused():
+    rt = Runtime([numpy_plugin, hook_plugin("extra", lambda r: r.add_meter("rapl", object()))])
+    assert "PluginError" in rt.reports[1].error and "meters are not consumed yet" in rt.reports[1].error
+    assert not rt.meters
+
+
+def test_passes_register_with_a_position_and_clashes_are_reported():
+    def fn(graph):
+        return graph
+
+    rt = Runtime([numpy_plugin, hook_plugin("p1", lambda r: r.add_pass("mine", fn, position=150)),
+                  hook_plugin("p2", lambda r: r.add_pass("mine", fn, position=160))])
+    assert rt.reports[1].ok and rt.passes["mine"][:2] == (fn, 150.0)
+    assert "registered twice" in rt.reports[2].error
+    assert "pass mine (position 150)" in rt.reports[1].registered
+
+
+@pytest.mark.parametrize("call, what", [
+    (lambda r: r.add_pass("bad name", len, position=1), "identifier"),
+    (lambda r: r.add_pass("p", 3, position=1), "graph -> graph"),
+    (lambda r: r.add_pass("p", len, position="first"), "position must be a number"),
+    (lambda r: r.add_pass("p", len, position=True), "position must be a number"),
+    (lambda r: r.add_pass("p", len), "position"),
 ])
-def test_passes_and_meters_are_refused(register, what):
-    rt = Runtime([numpy_plugin, hook_plugin("extra", register)])
-    assert "PluginError" in rt.reports[1].error and what in rt.reports[1].error
-    assert not rt.passes and not rt.meters
+def test_bad_pass_registrations_are_refused(call, what):
+    rt = Runtime([numpy_plugin, hook_plugin("extra", call)])
+    assert what in rt.reports[1].error and not rt.passes
 
 
 class CompilingBackend(TwinBackend):
-    def compile(self, graph):
-        return graph
+    compile = 3  # not a method
 
 
-def test_backend_compile_is_refused_and_no_builtin_backend_defines_it():
-    rt = Runtime([numpy_plugin, BackendPlugin(CompilingBackend("compiling"))])
-    assert "compile(graph)" in rt.reports[1].error and "compiling" not in rt.backends
-    from tenferro_numpy.backend import NumpyBackend
-    from tenferro_torch.backend import TorchBackend
-
-    assert all(getattr(cls, "compile", None) is None for cls in (NumpyBackend, TorchBackend))
+def test_a_backend_compile_that_is_not_callable_is_refused():
+    plugin = hook_plugin("compiling", lambda r: r.add_backend(CompilingBackend("compiling")))
+    rt = Runtime([numpy_plugin, plugin])
+    assert "compile must be a method" in rt.reports[1].error and "compiling" not in rt.backends
 
 
 # ---- entry-point name clashes ------------------------------------------------------------------

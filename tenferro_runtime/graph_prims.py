@@ -1,0 +1,85 @@
+"""Primitives whose parameter is a Graph: `call` (a compiled function) and `fused` (a group of
+elementwise and broadcast ops the fusion pass merged).
+
+Both are opaque to eager dispatch (no backend registers a kernel for `call`; a backend may
+register one for `fused`, and otherwise the group runs node by node through its
+decomposition). Their output avals are the graph's, so no shape rule is repeated. `call`'s
+JVP and transpose rules live in tenferro_ad (they derive new graphs from the callee's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tenferro_core.avals import Aval
+from tenferro_core.errors import ArgumentError, ShapeError
+from tenferro_core.primitive import REQUIRED, Primitive
+
+
+class GraphPrimitive(Primitive):
+    """A primitive whose output avals are those of the graph in its params."""
+
+    def __init__(self, name: str, key: str, run: Any, *, category: str, doc: str):
+        super().__init__(name, _no_rule, params={key: (_graph_param(key), REQUIRED)}, nin=None,
+                         multiple_results=True, decomposition=run, category=category, doc=doc)
+        self.key = key
+
+    def graph_of(self, params: dict) -> Any:
+        value = params[self.key]
+        return value.graph if self.key == "fn" else value
+
+    def abstract_eval(self, avals: Sequence[Aval], params: Any) -> tuple[Aval, ...]:
+        graph = self.graph_of(params)
+        want = tuple(v.aval for v in graph.inputs)
+        if tuple(avals) != want:
+            raise ShapeError(
+                f"{self.name}: operands {[a.str_short() for a in avals]} do not match the graph's "
+                f"inputs {[a.str_short() for a in want]}"
+            )
+        return tuple(v.aval if hasattr(v, "aval") else _aval_of(v) for v in graph.outputs)
+
+
+def _aval_of(value: Any) -> Aval:
+    return value._aval
+
+
+def _no_rule(*avals: Any, **params: Any) -> Any:  # GraphPrimitive.abstract_eval replaces it
+    raise AssertionError("unreachable")
+
+
+def _graph_param(key: str) -> Any:
+    def validate(prim: str, name: str, v: Any) -> Any:
+        from .graph import Graph
+
+        ok = isinstance(v, Graph) if key == "graph" else isinstance(getattr(v, "graph", None), Graph)
+        if not ok:
+            what = "a Graph" if key == "graph" else "a compiled callee (tenferro_runtime.compiled.Callee)"
+            raise ArgumentError(f"{prim}: parameter {name!r} expects {what}, got {type(v).__name__}")
+        return v
+
+    return validate
+
+
+def _run_call(*args: Any, fn: Any) -> tuple:
+    """`call` evaluated eagerly: the callee's executable on the operands' buffers."""
+    return tuple(fn.run(args))
+
+
+def _run_fused(*args: Any, graph: Any) -> tuple:
+    """`fused` on a backend without a fused kernel: its nodes, one by one."""
+    from .graph import eval_graph
+
+    return tuple(eval_graph(graph, *args))
+
+
+call_p = GraphPrimitive(
+    "call", "fn", _run_call, category="extension",
+    doc="Run a compiled function's graph (params: fn, the Callee holding the graph).")
+fused_p = GraphPrimitive(
+    "fused", "graph", _run_fused, category="elementwise",
+    doc="A group of elementwise and broadcast nodes run as one (params: graph, the group).")
+
+BY_NAME = {p.name: p for p in (call_p, fused_p)}
+
+__all__ = ["BY_NAME", "GraphPrimitive", "call_p", "fused_p"]
