@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import array_api, lax, pytree  # noqa: I001  (the namespace needs Tensor, imported through it)
+from .compiled import compile
 from .dispatch import bind
 from .graph import Graph, eval_graph, trace
 from .runtime import Device, Runtime, default_device, default_runtime, reset_default_runtime, use_runtime
@@ -11,7 +12,7 @@ from .tracing import Observer, Trace, Tracer, new_trace
 
 __version__ = "0.1.0"
 __all__ = [
-    "Device", "Graph", "Observer", "Runtime", "Tensor", "Trace", "Tracer", "array_api", "bind",
+    "Device", "Graph", "Observer", "Runtime", "Tensor", "Trace", "Tracer", "array_api", "bind", "compile",
     "default_device", "default_runtime", "eval_graph", "lax", "new_trace", "pytree",
     "reset_default_runtime", "trace", "use_runtime",
 ]

@@ -17,6 +17,8 @@ from tenferro_core.catalog.cost import CORE_COST_RULES, ZERO, Cost
 from tenferro_core.errors import MissingRuleError, PluginError
 from tenferro_core.primitive import Primitive
 
+from .graph_prims import GraphPrimitive
+
 if TYPE_CHECKING:
     from .graph import Graph
     from .runtime import Runtime
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 def cost_rule(runtime: Runtime, prim: Primitive) -> Any:
     """The cost rule of `prim` in `runtime`: a plugin's, else the core table's, else raise."""
     rule = runtime.rule("cost", prim)
+    if rule is None and isinstance(prim, GraphPrimitive):  # call, fused: their graph's cost
+        return lambda in_avals, out_avals, **params: graph_cost(prim.graph_of(params), runtime)
     if rule is None and not prim.family:
         rule = CORE_COST_RULES.get(prim.name)
     if rule is None:

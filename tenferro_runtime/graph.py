@@ -218,10 +218,11 @@ class GraphTrace(Trace):
         return tuple(tracers) if prim.multiple_results else tracers[0]
 
 
-def trace(fn: Any, *examples: Any) -> Graph:
-    """Trace `fn` on example tensors (or avals) into a Graph; outputs may be a pytree."""
+def trace(fn: Any, *examples: Any, graph_trace: GraphTrace | None = None) -> Graph:
+    """Trace `fn` on example tensors (or avals) into a Graph; outputs may be a pytree.
+    `graph_trace`: the (fresh) GraphTrace to record with, if not a plain one."""
     leaves, in_tree = tree_flatten(examples)
-    with new_trace(GraphTrace()) as tr:
+    with new_trace(graph_trace or GraphTrace()) as tr:
         tracers = [tr.new_input(x._aval if isinstance(x, Tensor) else x) for x in leaves]
         try:
             out = fn(*tree_unflatten(in_tree, tracers))

@@ -1,0 +1,120 @@
+"""JVP and transpose of `call` (a compiled function), derived from its graph.
+
+The JVP of a callee is traced once per pattern of nonzero tangents and split, as JAX's
+partial evaluation does, into a primal callee (primal inputs -> primal outputs and the
+residuals the tangent part reads) and a tangent callee (residuals and tangents -> output
+tangents), linear in the tangents. The primal callee runs where the primals are (eagerly,
+compiled); the tangent callee is what linearization records, and its transpose is traced
+once per pattern of unknown operands by `backward_pass`. Every derived graph is itself a
+compiled callee, so `grad(compile(f))` runs compiled graphs forward and backward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenferro_runtime.compiled import Callee
+from tenferro_runtime.graph import Graph, Var, eval_graph, trace
+from tenferro_runtime.graph_prims import call_p
+
+from .ad_util import Zero, instantiate, is_undefined, is_zero
+from .transpose import backward_pass
+
+
+def call_jvp(primals: tuple, tangents: tuple, *, fn: Callee) -> tuple[tuple, tuple]:
+    nonzero = tuple(not is_zero(t) for t in tangents)
+    primal_fn, tangent_fn, zero_out, n_out = fn.derived(("jvp", nonzero), lambda: _split_jvp(fn, nonzero))
+    outs = call_p.bind(*primals, fn=primal_fn)
+    primal_out, residuals = outs[:n_out], outs[n_out:]
+    computed = iter(())
+    if tangent_fn is not None:
+        computed = iter(call_p.bind(*residuals, *[t for t in tangents if not is_zero(t)], fn=tangent_fn))
+    tangent_out = tuple(Zero(p._aval) if z else next(computed) for p, z in zip(primal_out, zero_out))
+    return tuple(primal_out), tangent_out
+
+
+def call_transpose(cts: tuple, *operands: Any, fn: Callee) -> tuple:
+    unknown = tuple(is_undefined(o) for o in operands)
+    transposed = fn.derived(("transpose", unknown), lambda: _transpose(fn, unknown))
+    known = [o for o in operands if not is_undefined(o)]
+    out = iter(call_p.bind(*known, *[instantiate(c) for c in cts], fn=transposed))
+    return tuple(next(out) if u else None for u in unknown)
+
+
+def fused_jvp(primals: tuple, tangents: tuple, *, graph: Graph) -> tuple[tuple, tuple]:
+    """A fused group differentiates as the callee of its graph."""
+    callee = graph.meta.get("callee")
+    if callee is None:
+        callee = graph.meta.setdefault("callee", Callee(graph, "fused"))
+    return call_jvp(primals, tangents, fn=callee)
+
+
+def _split_jvp(fn: Callee, nonzero: tuple) -> tuple:
+    """(primal callee, tangent callee or None, which output tangents are zero, #outputs)."""
+    from .api import _jvp_flat
+
+    graph = fn.graph
+    in_avals = [v.aval for v in graph.inputs]
+    n_in, n_out = len(in_avals), len(graph.outputs)
+    zero_out: list = []
+
+    def jvp_fn(*xs: Any) -> list:
+        it = iter(xs[n_in:])
+        tangents = [next(it) if nz else Zero(a) for a, nz in zip(in_avals, nonzero)]
+        po, to = _jvp_flat(lambda ins: eval_graph(graph, *ins), list(xs[:n_in]), tangents)
+        zero_out[:] = [is_zero(t) for t in to]
+        return list(po) + [t for t in to if not is_zero(t)]
+
+    t_avals = [a for a, nz in zip(in_avals, nonzero) if nz]
+    joint = trace(jvp_fn, *in_avals, *t_avals)
+    tangent_in = set(joint.inputs[n_in:])
+    tangent_nodes, primal_nodes = [], []
+    dependent = set(tangent_in)
+    for node in joint.nodes:
+        if any(v in dependent for v in node.inputs):
+            tangent_nodes.append(node)
+            dependent.update(node.outputs)
+        else:
+            primal_nodes.append(node)
+    primal_outs, tangent_outs = joint.outputs[:n_out], joint.outputs[n_out:]
+    residuals: list[Var] = []
+    seen: set = set()
+    for v in [*(i for n in tangent_nodes for i in n.inputs), *tangent_outs]:
+        if isinstance(v, Var) and v not in dependent and v not in joint.consts and v not in seen:
+            seen.add(v)
+            residuals.append(v)
+    primal = Graph(inputs=list(joint.inputs[:n_in]), nodes=primal_nodes,
+                   outputs=list(primal_outs) + residuals, consts=_used(joint.consts, primal_nodes))
+    name = f"jvp({fn.name})"
+    tangent = None
+    if tangent_outs:
+        tangent = Callee(Graph(inputs=residuals + list(joint.inputs[n_in:]), nodes=tangent_nodes,
+                               outputs=list(tangent_outs),
+                               consts=_used(joint.consts, tangent_nodes, tangent_outs)),
+                         f"{name}.tangent", fn.passes)
+    return Callee(primal, f"{name}.primal", fn.passes), tangent, tuple(zero_out), n_out
+
+
+def _used(consts: dict, nodes: list, outputs: Any = ()) -> dict:
+    reads = {v for n in nodes for v in n.inputs} | set(outputs)
+    return {v: c for v, c in consts.items() if v in reads}
+
+
+def _transpose(fn: Callee, unknown: tuple) -> Callee:
+    """The callee mapping (known operands, output cotangents) to the unknown operands'
+    cotangents; `fn`'s graph is linear in its unknown inputs."""
+    graph = fn.graph
+    known_vars = [v for v, u in zip(graph.inputs, unknown) if not u]
+
+    def backward(*xs: Any) -> list:
+        known, cts = xs[:len(known_vars)], xs[len(known_vars):]
+        linear = graph.replace(consts={**graph.consts, **dict(zip(known_vars, known))})
+        in_cts = backward_pass(linear, list(cts))
+        return [instantiate(c) for c, u in zip(in_cts, unknown) if u]
+
+    out_avals = [v.aval for v in graph.outputs]
+    return Callee(trace(backward, *[v.aval for v in known_vars], *out_avals), f"transpose({fn.name})",
+                  fn.passes)
+
+
+__all__ = ["call_jvp", "call_transpose", "fused_jvp"]

@@ -1,0 +1,473 @@
+"""`compile(fn)`: trace once per signature, optimize with the pass pipeline, replay a plan.
+
+A signature is the pytree structure of the arguments, each tensor leaf's aval (shape,
+dtype, device), and the static values: arguments named in `static_argnums` /
+`static_argnames` and every leaf that is not a tensor (Python numbers, strings, None).
+Each compiled function keeps a bounded LRU cache of its signatures; every miss logs why
+(logger ``tenferro_runtime.compile``: which argument changed from what to what), and
+past `recompile_warning` misses a `RecompileWarning` is issued once.
+
+A call binds one `call` node (graph_prims.call_p) with a `Callee`: the traced graph,
+which transformations read (tenferro_ad derives its JVP and transpose from it), and its
+optimized executable, built on first run. At the bottom of the interpreter stack the
+compiled function runs the executable directly.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+import warnings
+from collections import namedtuple
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tenferro_core.errors import ArgumentError, ConcretizationError
+
+from . import tracing
+from .caches import LRUCache
+from .executor import build_executable
+from .graph import Graph, GraphTrace, trace
+from .graph_prims import call_p
+from .pipeline import PassSpec, optimize
+from .pytree import tree_flatten, tree_unflatten
+from .tensor import Tensor
+
+log = logging.getLogger("tenferro_runtime.compile")
+CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "maxsize", "currsize"])
+_BUF = Tensor.__dict__["_buf"]
+
+
+class RecompileWarning(UserWarning):
+    """A compiled function was traced again more often than its `recompile_warning` limit."""
+
+
+class DonatedTensor(Tensor):
+    """A tensor whose buffer was donated to a compiled function: it holds no value any more."""
+
+    __slots__ = ()
+
+    @property
+    def _buf(self) -> Any:
+        raise ArgumentError(
+            f"this {self._aval.str_short()} tensor was donated to a compiled function "
+            f"(donate_argnums) and its buffer may now hold that function's results; use the "
+            f"function's outputs instead, or don't donate it")
+
+    def __repr__(self) -> str:
+        return f"Tensor(<donated>, {self._aval.str_short()})"
+
+
+class Callee:
+    """What a `call` node runs: the traced graph and, built on first run, its optimized
+    graph and executable. `derived` caches the graphs transformations make from it."""
+
+    __slots__ = ("graph", "name", "passes", "donated", "_optimized", "_exe", "_derived", "_lock",
+                 "__weakref__")
+
+    def __init__(self, graph: Graph, name: str = "fn", passes: PassSpec = None,
+                 donated: tuple = ()):
+        self.graph = graph
+        self.name = name
+        self.passes = passes
+        self.donated = donated
+        self._optimized: Graph | None = None
+        self._exe: Any = None
+        self._derived: dict = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<compiled {self.name}: {len(self.graph.nodes)} node(s)>"
+
+    def optimized(self) -> Graph:
+        """The graph after the pass pipeline (built once)."""
+        if self._optimized is None:
+            graph = self.graph.replace()
+            graph.meta["donated"] = self.donated
+            self._optimized = optimize(graph, _runtime_of(graph), self.passes)
+        return self._optimized
+
+    def executable(self) -> Any:
+        if self._exe is None:
+            self._exe = build_executable(self.optimized())
+        return self._exe
+
+    def run(self, args: Sequence[Tensor]) -> list:
+        """The graph's outputs on concrete input tensors, by the executable."""
+        exe = self._exe
+        if exe is None:
+            exe = self.executable()
+        return exe.run(args)
+
+    def derived(self, key: Any, build: Callable[[], Any]) -> Any:
+        """`build()`, cached under `key` (the JVP and transpose callees tenferro_ad makes)."""
+        hit = self._derived.get(key)
+        if hit is None:
+            hit = build()
+            with self._lock:
+                hit = self._derived.setdefault(key, hit)
+        return hit
+
+
+def _runtime_of(graph: Graph) -> Any:
+    for v in [*graph.inputs, *graph.consts]:
+        return v.aval.device.runtime
+    from .runtime import default_runtime
+
+    return default_runtime()
+
+
+class CompileTrace(GraphTrace):
+    """The trace `compile` records with: a value needed concretely is an error naming the
+    static arguments as the fix."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.fn_name = name
+
+    def concrete(self, tracer: Any) -> Any:
+        raise ConcretizationError(
+            f"compile({self.fn_name}): a traced value ({tracer._aval.str_short()}) was used where a "
+            f"concrete Python value is needed (Python control flow such as `if x > 0`, bool(), "
+            f"float(), int(), .item() or a data-dependent shape); compiled functions are traced "
+            f"once per signature, so make the argument it comes from static with static_argnums= "
+            f"or static_argnames=, or compute without Python control flow (xp.where, lax.select)"
+        )
+
+
+def _static_key(value: Any) -> Any:
+    """A cache-key part for a static value (floats by repr: 0.0 and -0.0 differ, nan == nan)."""
+    if type(value) in (float, complex):
+        return (type(value), repr(value))
+    return (type(value), value)
+
+
+class Compiled:
+    """A function compiled by `compile`: call it like the original."""
+
+    def __init__(self, fn: Callable, static_argnums: Any, static_argnames: Any, donate_argnums: Any,
+                 passes: PassSpec, maxsize: int, recompile_warning: int):
+        if not callable(fn):
+            raise ArgumentError(f"compile expects a callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+        self._params = _parameters(fn)
+        self.static_argnums = _ints(static_argnums, "static_argnums")
+        self.static_argnames = _names(static_argnames)
+        self.donate_argnums = _ints(donate_argnums, "donate_argnums")
+        self._link_static_names()
+        both = set(self.static_argnums) & set(self.donate_argnums)
+        if both:
+            raise ArgumentError(
+                f"compile({self.__name__}): argument(s) {sorted(both)} are both static and donated; "
+                f"a static argument is a Python value with no buffer to donate: drop one")
+        if passes is not None:
+            from .pipeline import select
+            from .runtime import default_runtime
+
+            select(default_runtime(), passes)  # a misspelled pass name fails here, not at first call
+        self.passes = passes
+        if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
+            raise ArgumentError(f"compile: maxsize must be an int >= 1, got {maxsize!r}")
+        self._cache = LRUCache(f"compile[{self.__name__}]", maxsize)
+        self.recompile_warning = recompile_warning
+        self._traces = 0
+        self._warned = False
+        self._last: list | None = None  # the argument descriptions of the last trace
+        self._lock = threading.Lock()
+
+    def _link_static_names(self) -> None:
+        """static_argnames name positional parameters too, and static_argnums name keywords
+        (as in JAX), where the function's signature says which is which."""
+        names = [p.name for p in self._params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        nums = set(self.static_argnums)
+        for n in self.static_argnames:
+            if n in names:
+                nums.add(names.index(n))
+        known = {p.name for p in self._params}
+        var_kw = any(p.kind is p.VAR_KEYWORD for p in self._params)
+        for n in self.static_argnames:
+            if self._params and n not in known and not var_kw:
+                raise ArgumentError(
+                    f"compile({self.__name__}): static_argnames names {n!r}, which is not a parameter "
+                    f"of the function; its parameters are {sorted(known)}")
+        self.static_argnums = tuple(sorted(nums))
+        self.static_argnames = tuple(sorted(set(self.static_argnames) | {
+            names[i] for i in nums if i < len(names)}))
+
+    # ---- signatures -------------------------------------------------------------
+    def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, tuple, dict]:
+        """(static values key, dynamic positional args, dynamic keyword args)."""
+        n = len(args)
+        for i in (*self.static_argnums, *self.donate_argnums):
+            if i >= n and not (i < len(self._positional()) and self._positional()[i] in kwargs):
+                which = "static_argnums" if i in self.static_argnums else "donate_argnums"
+                raise ArgumentError(
+                    f"compile({self.__name__}): {which} includes {i}, but the call passed {n} "
+                    f"positional argument(s); pass that argument positionally or fix {which}")
+        statics = []
+        dyn_args = []
+        for i, a in enumerate(args):
+            if i in self.static_argnums:
+                statics.append((i, a))
+            else:
+                dyn_args.append(a)
+        dyn_kwargs = {}
+        for k, v in kwargs.items():
+            if k in self.static_argnames:
+                statics.append((k, v))
+            else:
+                dyn_kwargs[k] = v
+        for where, v in statics:
+            try:
+                hash(v)
+            except TypeError:
+                raise ArgumentError(
+                    f"compile({self.__name__}): static argument {self._label(where)} must be hashable "
+                    f"(it is part of the cache key), got an unhashable {type(v).__name__}; pass a "
+                    f"tuple instead of a list, or make it a dynamic (tensor) argument") from None
+        key = tuple((w, _static_key(v)) for w, v in statics)
+        return key, tuple(dyn_args), dyn_kwargs
+
+    def _positional(self) -> list[str]:
+        return [p.name for p in self._params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+    def _label(self, where: Any) -> str:
+        if isinstance(where, str):
+            return repr(where)
+        names = self._positional()
+        return f"{where} ({names[where]!r})" if where < len(names) else str(where)
+
+    def _signature(self, args: tuple, kwargs: dict) -> tuple:
+        """(cache key, tensor leaves, everything needed to rebuild the arguments)."""
+        statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
+        parts = []
+        tensors = []
+        for i, x in enumerate(leaves):
+            if isinstance(x, Tensor):
+                parts.append(x._aval)
+                tensors.append(x)
+            elif isinstance(x, np.ndarray):
+                from .array_api import asarray
+
+                t = leaves[i] = asarray(x)
+                parts.append(t._aval)
+                tensors.append(t)
+            else:
+                try:
+                    hash(x)
+                except TypeError:
+                    raise ArgumentError(
+                        f"compile({self.__name__}): an argument leaf of type {type(x).__name__} is "
+                        f"neither a tensor nor a hashable Python value; pass tensors (or "
+                        f"register its type as a pytree), or mark the argument static") from None
+                parts.append(_static_key(x))
+        return (treedef, tuple(parts), statics), tensors, (leaves, treedef, args, kwargs)
+
+    # ---- calls ------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key, tensors, rebuild = self._signature(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            self._cache.misses += 1
+            entry = self._compile(key, tensors, rebuild)
+        else:
+            self._cache.hits += 1
+        callee, out_tree = entry
+        if not tensors or (tracing._STACK.get() is tracing.BOTTOM
+                           and all(type(t) is Tensor for t in tensors)):
+            outs = callee.run(tensors)
+        else:
+            outs = call_p.bind(*tensors, fn=callee)
+        if self.donate_argnums:
+            self._invalidate_donated(args, outs)
+        return tree_unflatten(out_tree, outs)
+
+    def _invalidate_donated(self, args: tuple, outs: Any) -> None:
+        keep = {id(o) for o in outs}
+        for i in self.donate_argnums:
+            if i < len(args):
+                for t in tree_flatten(args[i])[0]:
+                    if type(t) is Tensor and id(t) not in keep:
+                        _BUF.__delete__(t)
+                        t.__class__ = DonatedTensor
+
+    def _compile(self, key: tuple, tensors: list, rebuild: tuple) -> tuple:
+        leaves, treedef, args, kwargs = rebuild
+        self._log_reason(args, kwargs)
+        positions = [i for i, x in enumerate(leaves) if isinstance(x, Tensor)]
+        statics = {w: v for w, v in ((i, args[i]) for i in self.static_argnums if i < len(args))}
+        statics.update((k, v) for k, v in kwargs.items() if k in self.static_argnames)
+        out_tree: list = []
+
+        def flat(*tracers: Any) -> list:
+            full = list(leaves)
+            for pos, t in zip(positions, tracers):
+                full[pos] = t
+            dyn_args, dyn_kwargs = tree_unflatten(treedef, full)
+            it = iter(dyn_args)
+            call_args = [statics[i] if i in statics else next(it) for i in range(len(args))]
+            call_kwargs = {**dyn_kwargs, **{k: v for k, v in statics.items() if isinstance(k, str)}}
+            out = self.fn(*call_args, **call_kwargs)
+            out_leaves, td = tree_flatten(out)
+            for o in out_leaves:
+                if not isinstance(o, Tensor):
+                    raise ArgumentError(
+                        f"compile({self.__name__}): the function returned a {type(o).__name__} leaf; "
+                        f"compiled functions return tensors (pytrees of tensors); convert it with "
+                        f"xp.asarray inside the function, or return it from outside")
+            out_tree.append(td)
+            return out_leaves
+
+        graph = trace(flat, *[t._aval for t in tensors], graph_trace=CompileTrace(self.__name__))
+        donated = tuple(sorted({j for i in self.donate_argnums for j in self._leaf_indices(
+            i, args, positions, leaves, treedef)}))
+        callee = Callee(graph, self.__name__, self.passes, donated)
+        entry = (callee, out_tree[0])
+        self._cache.put(key, entry)
+        return entry
+
+    def _leaf_indices(self, argnum: int, args: tuple, positions: list, leaves: list, treedef: Any) -> list:
+        """Indices (among the tensor inputs of the graph) of the tensors of positional argument
+        `argnum`."""
+        if argnum >= len(args):
+            return []
+        ids = {id(t) for t in tree_flatten(args[argnum])[0]}
+        return [k for k, pos in enumerate(positions) if id(leaves[pos]) in ids]
+
+    def _log_reason(self, args: tuple, kwargs: dict) -> None:
+        desc = _describe(self._positional(), args, kwargs, self.static_argnums, self.static_argnames)
+        with self._lock:
+            last, self._last = self._last, desc
+            self._traces += 1
+            n = self._traces
+        if last is None:
+            log.debug("compile(%s): first trace, for %s", self.__name__, _summary(desc))
+            return
+        reason = _difference(last, desc)
+        log.info("compile(%s): recompiling (trace %d): %s", self.__name__, n, reason)
+        if n > self.recompile_warning and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"compile({self.__name__}) has been traced {n} times (last change: {reason}); each "
+                f"new signature traces and optimizes again. Keep shapes, dtypes and static values "
+                f"fixed, pass changing Python numbers as tensors, or raise recompile_warning",
+                RecompileWarning, stacklevel=3)
+
+    # ---- introspection ----------------------------------------------------------
+    def lower(self, *args: Any, **kwargs: Any) -> Graph:
+        """The optimized Graph this function runs for these arguments (printable, with the
+        call sites of the user's code)."""
+        key, tensors, rebuild = self._signature(args, kwargs)
+        entry = self._cache.get(key) or self._compile(key, tensors, rebuild)
+        return entry[0].optimized()
+
+    def cache_info(self) -> CacheInfo:
+        c = self._cache
+        return CacheInfo(c.hits, c.misses, c.maxsize, len(c))
+
+    def cache_clear(self) -> None:
+        self._cache.clear()
+
+    def __repr__(self) -> str:
+        return f"<compiled function {self.__name__}>"
+
+
+def _parameters(fn: Callable) -> list:
+    try:
+        return list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return []
+
+
+def _ints(value: Any, name: str) -> tuple[int, ...]:
+    vals = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(vals, (tuple, list)) or any(
+            not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in vals):
+        raise ArgumentError(f"compile: {name} must be a non-negative int or a tuple of them, got {value!r}")
+    return tuple(sorted(set(vals)))
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    vals = (value,) if isinstance(value, str) else value
+    if not isinstance(vals, (tuple, list)) or any(not isinstance(v, str) for v in vals):
+        raise ArgumentError(f"compile: static_argnames must be a str or a tuple of str, got {value!r}")
+    return tuple(vals)
+
+
+def _describe(names: list, args: tuple, kwargs: dict, static_nums: tuple, static_names: tuple) -> list:
+    """[(argument path, what it is)] for the recompile log."""
+    out: list = []
+    for i, a in enumerate(args):
+        label = names[i] if i < len(names) else f"args[{i}]"
+        _walk(label, a, i in static_nums, out)
+    for k in sorted(kwargs):
+        _walk(k, kwargs[k], k in static_names, out)
+    return out
+
+
+def _walk(path: str, x: Any, static: bool, out: list) -> None:
+    if static:
+        out.append((path, f"static value {x!r}"))
+    elif isinstance(x, Tensor):
+        out.append((path, f"{x._aval.dtype}{list(x._aval.shape)} on {x._aval.device}"))
+    elif isinstance(x, (tuple, list)):
+        out.append((path, f"{type(x).__name__} of {len(x)}"))
+        for j, c in enumerate(x):
+            _walk(f"{path}[{j}]", c, False, out)
+    elif isinstance(x, dict):
+        out.append((path, f"dict with keys {sorted(map(str, x))}"))
+        for k in sorted(x, key=str):
+            _walk(f"{path}[{k!r}]", x[k], False, out)
+    elif isinstance(x, np.ndarray):
+        out.append((path, f"numpy {x.dtype}{list(x.shape)}"))
+    else:
+        out.append((path, f"Python value {x!r}"))
+
+
+def _difference(old: list, new: list) -> str:
+    before = dict(old)
+    for path, what in new:
+        if path not in before:
+            return f"argument {path} is new ({what})"
+        if before[path] != what:
+            return f"argument {path} changed from {before[path]} to {what}"
+    gone = [p for p, _ in old if p not in dict(new)]
+    if gone:
+        return f"argument {gone[0]} is no longer passed"
+    return "the cached signature was evicted (cache full) or cleared"
+
+
+def _summary(desc: list) -> str:
+    return ", ".join(f"{p}: {w}" for p, w in desc[:8]) + (" ..." if len(desc) > 8 else "")
+
+
+def compile(fn: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
+            static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+            passes: PassSpec = None, maxsize: int = 4096, recompile_warning: int = 16) -> Any:
+    """`fn` traced once per signature, optimized by the pass pipeline and replayed.
+
+    Arguments are pytrees of tensors; `static_argnums` / `static_argnames` name arguments
+    passed as Python values (hashable; part of the cache key). Non-tensor leaves are static
+    too. `donate_argnums` names arguments whose buffers the function may reuse for its
+    results: the donated tensors are unusable afterwards. `passes` (or $TENFERRO_PASSES)
+    selects compiler passes by name, for debugging. Usable as a decorator, with or without
+    arguments.
+    """
+    if fn is None:
+        return functools.partial(compile, static_argnums=static_argnums, static_argnames=static_argnames,
+                                 donate_argnums=donate_argnums, passes=passes, maxsize=maxsize,
+                                 recompile_warning=recompile_warning)
+    return Compiled(fn, static_argnums, static_argnames, donate_argnums, passes, maxsize,
+                    recompile_warning)
+
+
+__all__ = ["CacheInfo", "Callee", "CompileTrace", "Compiled", "DonatedTensor", "RecompileWarning",
+           "compile"]
