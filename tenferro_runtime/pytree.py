@@ -31,19 +31,29 @@ def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
     return leaves, _flatten(tree, leaves)
 
 
+_NONE = TreeDef("none", None, ())
+
+
 def _flatten(x: Any, leaves: list[Any]) -> TreeDef:
+    t = type(x)
+    if t is tuple or t is list:  # the common containers first: compile flattens every call
+        return TreeDef(t.__name__, None, tuple([_flatten(c, leaves) for c in x]))
+    if t is dict:
+        keys = tuple(sorted(x))
+        return TreeDef("dict", keys, tuple([_flatten(x[k], leaves) for k in keys]))
     if x is None:
-        return TreeDef("none", None, ())
+        return _NONE
     if isinstance(x, Aval):
         leaves.append(x)
         return LEAF
     if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return TreeDef("namedtuple", type(x), tuple(_flatten(c, leaves) for c in x))
+        return TreeDef("namedtuple", t, tuple([_flatten(c, leaves) for c in x]))
     if isinstance(x, (tuple, list)):
-        return TreeDef(type(x).__name__, None, tuple(_flatten(c, leaves) for c in x))
+        return TreeDef("tuple" if isinstance(x, tuple) else "list", None,
+                       tuple([_flatten(c, leaves) for c in x]))
     if isinstance(x, dict):
         keys = tuple(sorted(x))
-        return TreeDef("dict", keys, tuple(_flatten(x[k], leaves) for k in keys))
+        return TreeDef("dict", keys, tuple([_flatten(x[k], leaves) for k in keys]))
     leaves.append(x)
     return LEAF
 
