@@ -102,9 +102,10 @@ class Node:
     site: str = "?"
 
 
-@dataclass
+@dataclass(eq=False)
 class Graph:
-    """inputs -> nodes -> outputs; `consts` binds the captured values."""
+    """inputs -> nodes -> outputs; `consts` binds the captured values. Compared and hashed by
+    identity: a graph is never edited once built (passes make new ones), so it can key caches."""
 
     inputs: list[Var]
     nodes: list[Node] = field(default_factory=list)

@@ -33,7 +33,8 @@ class Plan:
         self.device = device
         self.in_avals = in_avals
         self.template = template  # slot -> constant buffer, None for inputs and node results
-        self.steps = steps  # (kernel, prim, input slots, output slots, params or None, multiple)
+        # (kernel, prim, input slots, output slots, params or None, multiple, slots to free after)
+        self.steps = steps
         self.outputs = outputs  # (slot, aval) per graph output, or (None, value) for a non-Var
 
     def accepts(self, args: tuple) -> bool:
@@ -62,8 +63,9 @@ class Plan:
 
 
 def _execute(steps: list, env: list, device: Any) -> None:
-    """Run `steps` in order, reading and writing buffer slots of `env`."""
-    for fn, prim, ins, outs, params, multiple in steps:
+    """Run `steps` in order, reading and writing buffer slots of `env` (and dropping the
+    slots a step frees)."""
+    for fn, prim, ins, outs, params, multiple, frees in steps:
         try:
             if params is None:
                 out = fn(*[env[i] for i in ins])
@@ -78,11 +80,130 @@ def _execute(steps: list, env: list, device: Any) -> None:
                 env[o] = b
         else:
             env[outs[0]] = out
+        for i in frees:
+            env[i] = None
+
+
+class _Builder:
+    """Accumulates a plan's slots and steps, inlining `fused` and `call` nodes without a kernel."""
+
+    def __init__(self, device: Any, n_inputs: int, freeing: bool):
+        self.device = device
+        self.freeing = freeing
+        self.template: list = [None] * n_inputs  # slot -> constant buffer
+        self.steps: list = []  # step tuples, without their frees
+        self.frees: list = []  # per step: slots to drop after it
+        self.known: set = set()  # slots whose buffers are fixed
+        self.results: set = set()  # slots of node results (the only ones ever freed)
+
+    def slot(self, buf: Any = None) -> int:
+        self.template.append(buf)
+        return len(self.template) - 1
+
+    def graph(self, graph: Any, slots: dict, free_after: Any) -> bool:
+        """Emit `graph`'s nodes (`slots` holds its inputs' slots and gains every var's);
+        False where some node has neither a kernel nor a graph to inline."""
+        for v, t in graph.consts.items():
+            if type(t) is not Tensor or t._aval.device is not self.device:
+                return False
+            slots[v] = self.slot(t._buf)
+            self.known.add(slots[v])
+        for i, node in enumerate(graph.nodes):
+            if not self.node(node, slots):
+                return False
+            if free_after is not None and free_after[i] and self.steps:
+                self.frees[-1].extend(slots[v] for v in free_after[i] if v in slots)
+        return True
+
+    def node(self, node: Any, slots: dict) -> bool:
+        device, prim, params = self.device, node.prim, node.params
+        in_avals = tuple(v.aval for v in node.inputs)
+        if any(a.device is not device for a in in_avals):
+            return False
+        if not in_avals and params.get("device") is not device:
+            return False
+        try:
+            if prim.params:
+                fn = device.dispatch(prim, in_avals, *params_key(prim, params))[0]
+            else:
+                fn = device.dispatch(prim, *in_avals)[0]
+        except (TenferroError, TypeError):  # node-by-node evaluation raises it where it belongs
+            fn = None
+        if fn is None:
+            return self.inline(node, slots)
+        outs = []
+        for v in node.outputs:
+            slots[v] = self.slot()
+            outs.append(slots[v])
+        self.results.update(outs)
+        ins = tuple(slots[v] for v in node.inputs)
+        step = (fn, prim, ins, tuple(outs), dict(params) if params else None, prim.multiple_results)
+        if (not prim.effects and all(i in self.known for i in ins)
+                and sum(v.aval.size for v in node.outputs) <= _FOLD_MAX):
+            _execute([(*step, ())], self.template, device)  # constant folding
+            self.known.update(outs)
+        else:
+            self.steps.append(step)
+            self.frees.append([])
+        return True
+
+    def inline(self, node: Any, slots: dict) -> bool:
+        """The steps of a `fused` or `call` node's graph in place of the node."""
+        from .graph import Var
+        from .graph_prims import call_p, fused_p
+
+        if node.prim is fused_p:
+            inner = node.params["graph"]
+        elif node.prim is call_p:
+            inner = node.params["fn"].graph
+        else:
+            return False
+        sub = dict(zip(inner.inputs, [slots[v] for v in node.inputs]))
+        if not self.graph(inner, sub, _free_after(inner) if self.freeing else None):
+            return False
+        for v, o in zip(node.outputs, inner.outputs):
+            if isinstance(o, Var):
+                slots[v] = sub[o]
+            elif type(o) is Tensor and o._aval.device is self.device:
+                slots[v] = self.slot(o._buf)
+                self.known.add(slots[v])
+            else:
+                return False
+        return True
+
+    def checked_frees(self, out_slots: set) -> list:
+        """Per step, the frees that are safe at slot level: node results no later step reads
+        and no graph output holds, each freed once (slots alias through inlined graphs)."""
+        last_read: dict[int, int] = {}
+        for k, step in enumerate(self.steps):
+            for i in step[2]:
+                last_read[i] = k
+        done: set = set()
+        result = []
+        for k, fr in enumerate(self.frees):
+            ok = tuple(i for i in dict.fromkeys(fr) if i in self.results and i not in out_slots
+                       and i not in done and last_read.get(i, -1) <= k)
+            done.update(ok)
+            result.append(ok)
+        return result
+
+
+def _free_after(graph: Any) -> Any:
+    """The graph's buffer plan's frees, or its liveness where it has no plan."""
+    plan = graph.meta.get("memory")
+    if plan is not None and len(plan.free_after) == len(graph.nodes):
+        return plan.free_after
+    from .passes.memory import free_after
+
+    return free_after(graph)
 
 
 def build_plan(graph: Any) -> Plan | None:
     """A Plan for `graph`, or None where a node has no kernel (a decomposition runs instead)
-    or the graph spans devices or has no inputs or constants to say which device it is on."""
+    or the graph spans devices or has no inputs or constants to say which device it is on.
+    A `fused` or `call` node without a kernel is replaced by its graph's steps. Where the
+    graph has a buffer plan (``meta["memory"]``, passes/memory.py), each step drops the
+    buffers whose last use it was."""
     from .graph import Var
 
     avals = [v.aval for v in graph.inputs] + [v.aval for v in graph.consts]
@@ -90,46 +211,15 @@ def build_plan(graph: Any) -> Plan | None:
     if len(devices) != 1:
         return None
     (device,) = devices.values()
+    memory = graph.meta.get("memory")
+    b = _Builder(device, len(graph.inputs), memory is not None)
     slots: dict[Any, int] = {v: i for i, v in enumerate(graph.inputs)}
-    template: list = [None] * len(graph.inputs)
-    for v, t in graph.consts.items():
-        if type(t) is not Tensor or t._aval.device is not device:
-            return None
-        slots[v] = len(template)
-        template.append(t._buf)
-    steps = []
-    known = set(range(len(graph.inputs), len(template)))  # slots whose buffers are fixed
-    for node in graph.nodes:
-        in_avals = tuple(v.aval for v in node.inputs)
-        prim, params = node.prim, node.params
-        if any(a.device is not device for a in in_avals):
-            return None
-        if not in_avals and params.get("device") is not device:
-            return None
-        try:
-            if prim.params:
-                fn = device.dispatch(prim, in_avals, *params_key(prim, params))[0]
-            else:
-                fn = device.dispatch(prim, *in_avals)[0]
-        except (TenferroError, TypeError):  # node-by-node evaluation raises it where it belongs
-            return None
-        if fn is None:
-            return None
-        outs = []
-        for v in node.outputs:
-            slots[v] = len(template)
-            outs.append(len(template))
-            template.append(None)
-        ins = tuple(slots[v] for v in node.inputs)
-        step = (fn, prim, ins, tuple(outs), dict(params) if params else None, prim.multiple_results)
-        if (not prim.effects and all(i in known for i in ins)
-                and sum(v.aval.size for v in node.outputs) <= _FOLD_MAX):
-            _execute([step], template, device)  # constant folding: inputs fixed, so is the result
-            known.update(outs)
-        else:
-            steps.append(step)
+    if not b.graph(graph, slots, _free_after(graph) if memory is not None else None):
+        return None
     outputs = [(slots[v], v.aval) if isinstance(v, Var) else (None, v) for v in graph.outputs]
-    return Plan(device, tuple(v.aval for v in graph.inputs), template, steps, outputs)
+    frees = b.checked_frees({s for s, _ in outputs if s is not None})
+    steps = [(*step, fr) for step, fr in zip(b.steps, frees)]
+    return Plan(device, tuple(v.aval for v in graph.inputs), b.template, steps, outputs)
 
 
 __all__ = ["Plan", "build_plan"]

@@ -13,7 +13,15 @@ from tenferro_core.plugins import hookimpl
 
 # name -> (module, function, position), in pipeline order
 BUILTIN = {
+    "inline": ("inline", "inline_calls", 100.0),
+    "simplify": ("simplify", "simplify", 200.0),
+    "fold": ("fold", "fold_constants", 300.0),
+    "cse": ("cse", "common_subexpressions", 400.0),
     "dce": ("dce", "dead_code_elimination", 500.0),
+    # layout (600)
+    "fusion": ("fusion", "fuse_elementwise", 700.0),
+    "schedule": ("schedule", "schedule", 800.0),
+    "memory": ("memory", "plan_memory", 900.0),
 }
 
 

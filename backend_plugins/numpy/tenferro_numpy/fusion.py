@@ -1,0 +1,212 @@
+"""The numpy kernel for `fused`: a group's nodes as generated Python that writes ufunc results
+into scratch buffers whose value is dead (``out=``) instead of allocating one per node.
+
+Bitwise what the group's kernels give node by node: only primitives whose kernel is a ufunc
+(or one ufunc under np.errstate) are written with ``out=``; broadcast_in_dim stays a view;
+convert copies with the cast `astype` uses; every other primitive calls its kernel. NumPy may
+take another inner loop for another memory order, so buffers are reused only when every input
+is C-ordered (the common case); other inputs run a body that allocates as the kernels do.
+The generated function is kept in the group graph's ``meta["numpy_fused"]``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from . import kernels as K
+
+# ufunc warnings from generated code (inf - inf, log(0)) are as silent as the kernels' own
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tenferro_numpy\.fusion$")
+
+# kernels that are one ufunc under np.errstate for operands of these dtype kinds
+_ERRSTATE_UFUNCS = {K._div: (np.true_divide, "fc"), K._rem: (np.fmod, "biufc"),
+                    K._pow: (np.power, "ufc")}
+# kernels whose result is always a new array (C-ordered for C-ordered operands)
+_FRESH = (np.where, K._convert, K._clamp, K._div, K._rem, K._pow, K._rsqrt, K._logistic)
+
+
+def fused_kernel(*bufs: Any, graph: Any) -> tuple:
+    """The group `graph`'s outputs on `bufs`, one buffer each."""
+    entry = graph.meta.get("numpy_fused")
+    if entry is None or entry[2] is not graph:  # Graph.replace copies meta
+        entry = graph.meta["numpy_fused"] = (*_compile(graph), graph)
+    return entry[0](*bufs)
+
+
+def generated_source(graph: Any) -> str:
+    """The Python source the fused kernel runs for `graph` (for debugging)."""
+    entry = graph.meta.get("numpy_fused")
+    if entry is None or entry[2] is not graph:
+        entry = graph.meta["numpy_fused"] = (*_compile(graph), graph)
+    return entry[1]
+
+
+def _c_ordered(b: np.ndarray) -> bool:
+    """True when NumPy allocates C-contiguous results for `b` (zero strides do not count)."""
+    if b.flags.c_contiguous:
+        return True
+    last = None
+    for n, s in zip(b.shape, b.strides):
+        if n > 1 and s:
+            if s < 0 or (last is not None and s >= last):
+                return False
+            last = s
+    return True
+
+
+def _ufunc(kernel: Any, dtype: np.dtype) -> tuple[Any, bool] | None:
+    """(the ufunc `kernel` is for operands of `dtype`, whether it needs np.errstate), or None."""
+    if (isinstance(kernel, partial) and isinstance(kernel.func, np.ufunc) and not kernel.args
+            and kernel.keywords == {"out": ...}):
+        return kernel.func, False
+    uf, kinds = next((u for k, u in _ERRSTATE_UFUNCS.items() if k is kernel), (None, ""))
+    return (uf, True) if dtype.kind in kinds else None
+
+
+def _kernel_table(graph: Any) -> Any:
+    avals = [v.aval for v in graph.inputs] + [v.aval for v in graph.consts]
+    kernels = getattr(avals[0].device, "kernels", None) if avals else None
+    if kernels is None:
+        return lambda prim: K.KERNELS.get(prim.name)
+    return kernels.get
+
+
+def _compile(graph: Any) -> tuple[Any, str]:
+    """(the generated function, its source) for `graph`."""
+    kernel = _kernel_table(graph)
+    kernels = [kernel(n.prim) for n in graph.nodes]
+    if any(k is None for k in kernels):  # a decomposition runs: evaluate the group node by node
+        return partial(_via_eval, graph), "# eval_graph (a node has no numpy kernel)"
+    glb: dict[str, Any] = {"np": np, "__name__": __name__, "_ok": _c_ordered, "_QUIET": K._QUIET}
+    names: dict[Any, str] = {}
+    args = [f"b{i}" for i in range(len(graph.inputs))]
+    names.update(zip(graph.inputs, args))
+    for j, (v, c) in enumerate(graph.consts.items()):
+        glb[f"c{j}"], names[v] = c._buf, f"c{j}"
+    fast, quiet, reused = _body(graph, kernels, glb, dict(names), reuse=True)
+    plain, _, _ = _body(graph, kernels, glb, dict(names), reuse=False)
+    lines = [f"def fused({', '.join(args)}):"]
+    if reused and all(_c_ordered(c._buf) for c in graph.consts.values()):
+        checks = " and ".join(f"_ok({a})" for a in args) or "True"
+        lines.append(f"    if {checks}:")
+        if quiet:
+            lines.append("        with np.errstate(**_QUIET):")
+        lines += ["    " * (3 if quiet else 2) + s for s in fast]
+    lines += ["    " + s for s in plain]
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, f"<tenferro_numpy fused group {id(graph):#x}>", "exec"), glb)
+    return glb["fused"], src
+
+
+def _body(graph: Any, kernels: list, glb: dict, names: dict, reuse: bool) -> tuple[list[str], bool, bool]:
+    """Statement lines computing `graph`'s nodes and returning its outputs, whether they need
+    np.errstate, and whether they write into a buffer twice. With `reuse`, ufuncs and
+    converts write into dead scratch buffers."""
+    from tenferro_runtime.graph import Var
+
+    end = len(graph.nodes)
+    last = {v: end for v in graph.outputs if isinstance(v, Var)}
+    for i, n in enumerate(graph.nodes):
+        for v in n.inputs:
+            last[v] = max(last.get(v, i), i)
+    alias: dict[Any, frozenset] = {}  # value -> scratch buffers it may share memory with
+    users: dict[int, set] = {}  # scratch buffer -> values that may share its memory
+    info: dict[int, tuple] = {}  # scratch buffer -> (shape, dtype)
+    lines: list[str] = []
+    quiet = reused = False
+
+    def bind(v: Any, name: str, bufs: frozenset) -> None:
+        names[v], alias[v] = name, bufs
+        for b in bufs:
+            users[b].add(v)
+
+    def scratch(i: int, v: Any, ins: list) -> int | None:
+        """A dead scratch buffer node `i` may write `v` into (only operands exactly it read it)."""
+        if not reuse:
+            return None
+        key = (v.aval.shape, v.aval.dtype)
+        found = []
+        for b, k in info.items():
+            if k == key and all(last.get(u, i) <= i for u in users[b]) and all(
+                    alias.get(x, frozenset()).isdisjoint((b,)) or names[x] == f"s{b}" for x in ins):
+                found.append(b)
+        mine = [b for b in found if any(names[x] == f"s{b}" for x in ins)]
+        return (mine or found or [None])[0]
+
+    def new(v: Any) -> tuple[str, frozenset]:
+        b = len(info)
+        info[b], users[b] = (v.aval.shape, v.aval.dtype), set()
+        return f"s{b}", frozenset((b,))
+
+    for i, (node, k) in enumerate(zip(graph.nodes, kernels)):
+        ins = node.inputs
+        a = [names[x] for x in ins]
+        inner = frozenset().union(*(alias.get(x, frozenset()) for x in ins))
+        out = node.outputs[0] if len(node.outputs) == 1 else None
+        uf = _ufunc(k, ins[0].aval.dtype.numpy) if out is not None and ins else None
+        if uf is not None and reuse:
+            quiet |= uf[1]
+            glb[uf[0].__name__] = uf[0]
+            b = scratch(i, out, ins)
+            call = f"{uf[0].__name__}({', '.join(a)}, out="
+            if b is None:
+                name, bufs = new(out)
+                lines.append(f"{name} = {call}...)")
+            else:
+                name, bufs, reused = f"s{b}", frozenset((b,)), True
+                lines.append(f"{call}{name})")
+            bind(out, name, bufs)
+        elif k is K._broadcast_in_dim:
+            shape, dims = node.params["shape"], node.params["broadcast_dimensions"]
+            expanded = [1] * len(shape)
+            for j, d in enumerate(dims):
+                expanded[d] = ins[0].aval.shape[j]
+            lines.append(f"v{i} = np.broadcast_to({a[0]}.reshape({tuple(expanded)}), {shape})")
+            bind(out, f"v{i}", inner)
+        elif k is K._convert and reuse and (b := scratch(i, out, ins)) is not None:
+            src = a[0]
+            if ins[0].aval.dtype.kind == "c" and out.aval.dtype.kind not in "cb":
+                src = f"np.real({src})"
+            quiet |= ins[0].aval.dtype.kind in "fc"
+            lines.append(f"np.copyto(s{b}, {src}, casting='unsafe')")  # astype's cast
+            bind(out, f"s{b}", frozenset((b,)))
+            reused = True
+        else:
+            glb[f"k{i}"] = k
+            call = f"k{i}({', '.join(a)}"
+            if node.params:
+                glb[f"p{i}"] = node.params
+                call += f", **p{i}" if a else f"**p{i}"
+            if reuse and out is not None and any(k is f for f in _FRESH):  # a new C-ordered buffer
+                name, bufs = new(out)
+                lines.append(f"{name} = {call})")
+                bind(out, name, bufs)
+                continue
+            outs = [f"v{i}_{j}" for j in range(len(node.outputs))]
+            target = ", ".join(outs) + ("," if node.prim.multiple_results and len(outs) == 1 else "")
+            lines.append(f"{target or '_'} = {call})")
+            for v, name in zip(node.outputs, outs):
+                bind(v, name, inner)
+    res = []
+    for j, v in enumerate(graph.outputs):
+        if not isinstance(v, Var):  # a constant output
+            glb[f"o{j}"] = v._buf
+        res.append(names[v] if isinstance(v, Var) else f"o{j}")
+    lines.append(f"return ({', '.join(res)}{',' if len(res) == 1 else ''})")
+    return lines, quiet, reused
+
+
+def _via_eval(graph: Any, *bufs: Any) -> tuple:
+    """The group evaluated node by node through the runtime (a node has no numpy kernel)."""
+    from tenferro_runtime.graph import eval_graph
+    from tenferro_runtime.tensor import Tensor
+
+    ts = [Tensor._new(b, v.aval) for b, v in zip(bufs, graph.inputs)]
+    return tuple(t._buf for t in eval_graph(graph, *ts))
+
+
+__all__ = ["fused_kernel", "generated_source"]

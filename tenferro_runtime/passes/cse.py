@@ -1,0 +1,62 @@
+"""Common subexpression elimination: one node per (primitive, inputs, params), one constant
+var per tensor object. Effectful and random nodes (and calls of graphs holding them) stay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..eager import params_key
+from ..graph import Graph, Node, Var
+from ..graph_prims import GraphPrimitive
+
+
+def common_subexpressions(graph: Graph) -> Graph:
+    """`graph` with duplicate constants and duplicate pure nodes merged into the first."""
+    sub: dict[Var, Var] = {}
+    consts: dict[Var, Any] = {}
+    by_id: dict[int, Var] = {}
+    for v, c in graph.consts.items():
+        first = by_id.setdefault(id(c), v)  # graph.consts keeps c alive: its id is unique
+        if first is v:
+            consts[v] = c
+        else:
+            sub[v] = first
+    seen: dict[tuple, Node] = {}
+    nodes = []
+    for n in graph.nodes:
+        ins = [sub.get(v, v) for v in n.inputs]
+        node = n if ins == n.inputs else Node(n.prim, ins, n.params, n.outputs, n.site)
+        key = None if pinned(n) else _key(node)
+        if key is not None:
+            hit = seen.setdefault(key, node)
+            if hit is not node:
+                sub.update(zip(n.outputs, hit.outputs))
+                continue
+        nodes.append(node)
+    outputs = [sub.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]
+    return graph.replace(nodes=nodes, outputs=outputs, consts=consts)
+
+
+def pinned(node: Node) -> bool:
+    """True for a node no pass may merge, drop or evaluate early: effectful, random, or a
+    `call`/`fused` whose graph holds such a node."""
+    prim = node.prim
+    if prim.effects or prim.category == "random":
+        return True
+    if isinstance(prim, GraphPrimitive):
+        return any(pinned(m) for m in prim.graph_of(node.params).nodes)
+    return False
+
+
+def _key(node: Node) -> tuple | None:
+    """A hashable identity of what `node` computes, or None (params that do not hash)."""
+    key = (node.prim, tuple(node.inputs), tuple(v.aval for v in node.outputs),
+           params_key(node.prim, node.params))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+__all__ = ["common_subexpressions", "pinned"]

@@ -1,0 +1,59 @@
+"""Inlining: every `call` node is replaced by its callee's nodes (recursively, fresh vars)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..graph import Graph, Node, Var
+from ..graph_prims import call_p
+
+
+def inline_calls(graph: Graph) -> Graph:
+    """`graph` with every `call` node (nested ones too) replaced by the callee graph's nodes;
+    the callee's constants become constants of `graph`, each inner node keeps its site."""
+    if not any(n.prim is call_p for n in graph.nodes):
+        return graph.replace()
+    nodes: list[Node] = []
+    consts = dict(graph.consts)
+    env: dict[Var, Any] = {}
+    _emit(graph.nodes, env, False, nodes, consts, {})
+    outputs = [env.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]
+    return graph.replace(nodes=nodes, outputs=outputs, consts=consts)
+
+
+def _emit(body: list[Node], env: dict, fresh: bool, nodes: list[Node], consts: dict,
+          memo: dict) -> None:
+    """Append `body` to `nodes` with its vars renamed by `env` (fresh outputs when `fresh`),
+    calls expanded in place; `memo` maps id(tensor) -> (its outer const var, tensor)."""
+    for n in body:
+        ins = [env.get(v, v) for v in n.inputs]
+        if n.prim is not call_p:
+            outs = n.outputs
+            if fresh:
+                outs = [Var(v.aval) for v in n.outputs]
+                env.update(zip(n.outputs, outs))
+            nodes.append(n if not fresh and ins == n.inputs else Node(n.prim, ins, n.params, outs, n.site))
+            continue
+        callee = n.params["fn"].graph
+        inner: dict[Var, Any] = dict(zip(callee.inputs, ins))
+        for v, value in callee.consts.items():
+            inner[v] = _const_var(v, value, consts, memo)
+        _emit(callee.nodes, inner, True, nodes, consts, memo)
+        for o, res in zip(n.outputs, callee.outputs):
+            if isinstance(res, Var):
+                env[o] = inner[res]
+            else:  # a literal output value: it becomes a constant of the outer graph
+                env[o] = _const_var(o, res, consts, memo)
+
+
+def _const_var(v: Var, value: Any, consts: dict, memo: dict) -> Var:
+    """The outer const var holding `value` (one per tensor object however often inlined)."""
+    hit = memo.get(id(value))
+    if hit is None:
+        nv = Var(v.aval)
+        consts[nv] = value
+        memo[id(value)] = hit = (nv, value)  # keeps value alive so its id stays unique
+    return hit[0]
+
+
+__all__ = ["inline_calls"]
