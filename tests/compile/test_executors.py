@@ -1,0 +1,102 @@
+"""Executors: a backend's compile(graph, device) runs whole graphs, a failing one falls back
+to the generic plan with a warning, and graphs no plan can run go node by node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tenferro_ad
+import tenferro_runtime as tr
+from plugin_fixtures import BackendPlugin, TwinBackend
+from tenferro_runtime import array_api as xp
+from tenferro_runtime.executor import BackendCompileWarning, NodeByNode, PlanExecutable, build_executable
+from tenferro_runtime.graph import trace
+
+DEVICES = ("numpy:cpu",)  # builds its own runtimes of NumPy-based backends
+
+
+class WholeGraphBackend(TwinBackend):
+    """Runs a graph by eval_graph of its own (counting compiles), or declines / fails."""
+
+    def __init__(self, name, mode):
+        super().__init__(name)
+        self.mode = mode
+        self.compiled = []
+
+    def compile(self, graph, device):
+        if self.mode == "decline":
+            return None
+        if self.mode == "fail":
+            raise RuntimeError("no codegen for this graph")
+        self.compiled.append(graph)
+        plan = tr.graph.build_plan(graph)
+
+        def run(bufs):
+            env = plan.template.copy()
+            env[:len(bufs)] = bufs
+            tr.plan._execute(plan.steps, env, device)
+            return [env[s] for s, _ in plan.outputs]
+
+        return run
+
+
+def _runtime(mode):
+    import tenferro_numpy.plugin as numpy_plugin
+    import tenferro_runtime.passes as passes_plugin
+
+    backend = WholeGraphBackend(f"whole{mode}", mode)
+    rt = tr.Runtime([numpy_plugin, tenferro_ad.plugin, passes_plugin, BackendPlugin(backend)])
+    return rt, backend
+
+
+def f(x, y):
+    return xp.sum(xp.tanh(x * y + 1.0), axis=0), x - y
+
+
+@pytest.mark.parametrize("mode", ["run", "decline", "fail"])
+def test_backend_compile_runs_declines_or_falls_back(mode):
+    rt, backend = _runtime(mode)
+    with tr.use_runtime(rt):
+        dev = rt.device(f"{backend.name}:cpu")
+        a = np.arange(6.0).reshape(2, 3)
+        x, y = xp.asarray(a, device=dev), xp.asarray(a[::-1].copy(), device=dev)
+        c = tr.compile(f)
+        if mode == "fail":
+            with pytest.warns(BackendCompileWarning, match="no codegen"):
+                out = c(x, y)
+        else:
+            out = c(x, y)
+        want = f(x, y)
+        for o, w in zip(out, want):
+            np.testing.assert_array_equal(o.numpy(), w.numpy())
+        exe = c._cache[next(iter(c._cache))][0].executable()
+        assert exe.kind == ("backend" if mode == "run" else "plan")
+        assert len(backend.compiled) == (1 if mode == "run" else 0)
+        g = tenferro_ad.grad(lambda x: xp.sum(c(x, y)[0]))(x)  # derived callees compile too
+        np.testing.assert_allclose(g.numpy(), tenferro_ad.grad(lambda x: xp.sum(f(x, y)[0]))(x).numpy())
+
+
+def test_ops_without_a_kernel_run_node_by_node_through_their_decomposition():
+    import tenferro_numpy.plugin as numpy_plugin
+    import tenferro_runtime.passes as passes_plugin
+    from plugin_fixtures import hook_plugin
+    from tenferro_core.extension import define_op
+
+    twice = define_op("test_executors.twice.v1", lambda a: (a.shape, a.dtype),
+                      decomposition=lambda x: x + x)
+    rt = tr.Runtime([numpy_plugin, passes_plugin, hook_plugin("ops", lambda r: r.add_op(twice))])
+    with tr.use_runtime(rt):
+        x = xp.asarray(np.arange(3.0))
+        g = lambda v: twice.bind(xp.exp(v)) * 2.0  # noqa: E731
+        exe = build_executable(trace(g, x))
+        assert isinstance(exe, NodeByNode)
+        want = np.exp(np.arange(3.0)) * 4
+        np.testing.assert_array_equal(exe.run((x,))[0].numpy(), want)
+        np.testing.assert_array_equal(tr.compile(g)(x).numpy(), want)
+
+
+def test_single_device_graphs_get_the_generic_plan():
+    x = xp.asarray(np.arange(3.0))
+    exe = build_executable(trace(lambda v: xp.exp(v) - v, x))
+    assert isinstance(exe, PlanExecutable)
