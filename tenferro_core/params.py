@@ -191,3 +191,18 @@ def p_optional(inner: Validator) -> Validator:
         return None if v is None else inner(prim, name, v)
 
     return check
+
+
+CONV_LAYOUTS = ("channels_first", "channels_last")
+
+
+def p_conv_layout(prim: str, name: str, v: Any) -> str:
+    """A convolution layout: "channels_first" (lhs and output (N, C, *spatial)) or
+    "channels_last" ((N, *spatial, C)); the kernel stays (O, C/groups, *window)."""
+    if type(v) is str and v in CONV_LAYOUTS:
+        return v
+    if isinstance(v, str) and str(v) in CONV_LAYOUTS:
+        return str(v)
+    raise _fail(prim, name, '"channels_first" or "channels_last"', v,
+                'channels_first is lhs (N, C, *spatial), channels_last (N, *spatial, C); '
+                'spell it out ("NCHW" and "NHWC" are not accepted)')

@@ -246,12 +246,15 @@ class Compiled:
 
     def _signature(self, args: tuple, kwargs: dict) -> tuple:
         """(cache key, tensor leaves, everything needed to rebuild the arguments)."""
-        statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        if kwargs or self.static_argnums or self.donate_argnums:
+            statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        else:  # the common call: positional pytrees of tensors
+            statics, dyn_args, dyn_kwargs = (), args, kwargs
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
         parts = []
         tensors = []
         for i, x in enumerate(leaves):
-            if isinstance(x, Tensor):
+            if type(x) is Tensor or isinstance(x, Tensor):
                 parts.append(x._aval)
                 tensors.append(x)
             elif isinstance(x, np.ndarray):

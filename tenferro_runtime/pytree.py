@@ -32,15 +32,16 @@ def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
 
 
 _NONE = TreeDef("none", None, ())
+_tdef = tuple.__new__  # TreeDef(kind, meta, children) without the namedtuple's Python-level __new__
 
 
 def _flatten(x: Any, leaves: list[Any]) -> TreeDef:
     t = type(x)
     if t is tuple or t is list:  # the common containers first: compile flattens every call
-        return TreeDef(t.__name__, None, tuple([_flatten(c, leaves) for c in x]))
+        return _tdef(TreeDef, (t.__name__, None, tuple([_flatten(c, leaves) for c in x])))
     if t is dict:
         keys = tuple(sorted(x))
-        return TreeDef("dict", keys, tuple([_flatten(x[k], leaves) for k in keys]))
+        return _tdef(TreeDef, ("dict", keys, tuple([_flatten(x[k], leaves) for k in keys])))
     if x is None:
         return _NONE
     if isinstance(x, Aval):

@@ -101,7 +101,7 @@ SPELLINGS = [
       {"window_strides": [1], "padding": [[0, 0]], "lhs_dilation": (I(1),), "rhs_dilation": np.array([1]),
        "feature_group_count": I(1)}],
      {"window_strides": (1,), "padding": ((0, 0),), "lhs_dilation": (1,), "rhs_dilation": (1,),
-      "feature_group_count": 1}),
+      "feature_group_count": 1, "layout": "channels_first"}),
     ("pad", [x34, lambda: asarray(np.float64(0))],
      [{"padding_config": ((1, 1, 0), (0, 2, 1))}, {"padding_config": [[1, 1, 0], [0, 2, 1]]},
       {"padding_config": np.array([[1, 1, 0], [0, 2, 1]])},

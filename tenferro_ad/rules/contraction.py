@@ -4,7 +4,7 @@ Merged into `structural.JVP` / `structural.TRANSPOSE`. Both primitives are bilin
 JVP is the sum of the two one-sided terms, and a transpose has exactly one undefined
 operand, the other being a concrete value.
 
-conv_general layout is fixed: lhs (N, C, *spatial), rhs (O, C/G, *window), out
+conv_general in layout channels_first: lhs (N, C, *spatial), rhs (O, C/G, *window), out
 (N, O, *spatial'). Both transposes are convolutions again:
 
 - lhs: ct convolved with the spatially flipped kernel whose in/out channels are swapped
@@ -15,7 +15,10 @@ conv_general layout is fixed: lhs (N, C, *spatial), rhs (O, C/G, *window), out
   lhs channels into its (transposed) feature axis: lhs (N, C, *s) -> (C/G, G*N, *s),
   ct (N, O, *s') -> (O, N, *s') as the kernel, output (C/G, O, *window) -> (O, C/G, ...).
 
-A zero-size operand or cotangent gives a Zero cotangent (no degenerate convolutions).
+layout channels_last (lhs (N, *spatial, C), out (N, *spatial', O)) transposes lhs and ct to
+channels_first, applies those rules and transposes the lhs cotangent back (the JVP needs
+nothing: it is the primitive again, with the same params). A zero-size operand or cotangent
+gives a Zero cotangent (no degenerate convolutions).
 """
 
 from __future__ import annotations
@@ -100,14 +103,14 @@ def _dilate(n: int, d: int) -> int:
     return 0 if n == 0 else 1 + d * (n - 1)
 
 
-def _conv_lhs_t(g, lhs_aval, rhs, strides, padding, ld, rd, groups):
+def _conv_lhs_t(g, lhs_shape, rhs, strides, padding, ld, rd, groups):
     """Conv of ct with the flipped, channel-swapped kernel (JAX's transpose_lhs)."""
     rav = _aval(rhs)
-    nsp = lhs_aval.ndim - 2
+    nsp = len(lhs_shape) - 2
     gsh = _aval(g).shape
     pads = []
     for i in range(nsp):
-        lhs_d = _dilate(lhs_aval.shape[2 + i], ld[i])
+        lhs_d = _dilate(lhs_shape[2 + i], ld[i])
         rhs_d = _dilate(rav.shape[2 + i], rd[i])
         out_d = _dilate(gsh[2 + i], strides[i])
         before = rhs_d - padding[i][0] - 1
@@ -156,15 +159,31 @@ def _conv_rhs_t(g, lhs, rhs_aval, strides, padding, ld, rd, groups):
     return lax.transpose(r, permutation=(1, 0) + sp)
 
 
+def _channels(x, first: bool):
+    """x with its channel axis moved to 1 (first) or from 1 to the end (not first)."""
+    nd = _aval(x).ndim
+    perm = (0, nd - 1, *range(1, nd - 1)) if first else (0, *range(2, nd), 1)
+    return lax.transpose(x, permutation=perm)
+
+
 def _conv_general_t(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                    feature_group_count):
-    """Cotangent of the undefined operand, itself a convolution."""
+                    feature_group_count, layout="channels_first"):
+    """Cotangent of the undefined operand, itself a convolution. channels_last: the
+    channels_first rules between transposes of lhs, ct and the lhs cotangent."""
     lav, rav = _aval(lhs), _aval(rhs)
     params = (window_strides, padding, lhs_dilation, rhs_dilation)
     degenerate = is_zero(ct) or 0 in (lav.size, rav.size, _aval(ct).size)
+    last = layout == "channels_last"
+    if last and not degenerate:
+        ct = _channels(ct, True)
+        if not is_undefined(lhs):
+            lhs = _channels(lhs, True)
+    lshape = (lav.shape[0], lav.shape[-1], *lav.shape[1:-1]) if last else lav.shape
     cl = cr = None
     if is_undefined(lhs):
-        cl = Zero(lav) if degenerate else _conv_lhs_t(ct, lav, rhs, *params, feature_group_count)
+        cl = Zero(lav) if degenerate else _conv_lhs_t(ct, lshape, rhs, *params, feature_group_count)
+        if last and not degenerate:
+            cl = _channels(cl, False)
     if is_undefined(rhs):
         cr = Zero(rav) if degenerate else _conv_rhs_t(ct, lhs, rav, *params, feature_group_count)
     return (cl, cr)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ShapeError
-from ..params import p_int_pairs, p_ints, p_nonneg_int, p_optional
+from ..params import p_conv_layout, p_int_pairs, p_ints, p_nonneg_int, p_optional
 from ..primitive import REQUIRED, Primitive
 from ._rules import check_axes, check_kinds, same_dtypes
 
@@ -44,15 +44,20 @@ dot_general = Primitive(
 )
 
 
-def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, feature_group_count):
+def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, feature_group_count,
+          layout="channels_first"):
     dtype = same_dtypes("conv_general", (lhs, rhs))
     check_kinds("conv_general", lhs, "fc")
     nsp = lhs.ndim - 2
+    last = layout == "channels_last"
     if nsp < 1 or rhs.ndim != lhs.ndim:
+        spelled = "(N, *spatial, C)" if last else "(N, C, *spatial)"
         raise ShapeError(
-            "conv_general: expected lhs (N, C, *spatial) and rhs (O, C/groups, *window) of equal "
-            f"rank >= 3, got {lhs.shape} and {rhs.shape}"
+            f"conv_general: expected lhs {spelled} and rhs (O, C/groups, *window) of equal "
+            f"rank >= 3 ({layout}), got {lhs.shape} and {rhs.shape}"
         )
+    # the channels_first view of lhs: (N, C, *spatial)
+    shape = (lhs.shape[0], lhs.shape[-1], *lhs.shape[1:-1]) if last else lhs.shape
     strides, ld, rd = window_strides, lhs_dilation, rhs_dilation
     if not (len(strides) == len(padding) == len(ld) == len(rd) == nsp):
         raise ShapeError(
@@ -65,16 +70,17 @@ def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, feat
             f"got {strides}, {ld}, {rd}, {padding}"
         )
     g = feature_group_count
-    n, c = lhs.shape[:2]
+    n, c = shape[:2]
     o, cg = rhs.shape[:2]
     if g < 1 or c % g or o % g or cg != c // g:
         raise ShapeError(
-            f"conv_general: with feature_group_count={g}, lhs channels ({c}) and rhs outputs "
+            f"conv_general: with feature_group_count={g}, lhs channels ({c}, axis "
+            f"{-1 if last else 1} in {layout}) and rhs outputs "
             f"({o}) must divide by it and rhs input channels must be {c}//{g}; got {cg}"
         )
-    out = [n, o]
+    out = []
     for i in range(nsp):
-        size_in = (lhs.shape[2 + i] - 1) * ld[i] + 1 if lhs.shape[2 + i] else 0
+        size_in = (shape[2 + i] - 1) * ld[i] + 1 if shape[2 + i] else 0
         size_k = (rhs.shape[2 + i] - 1) * rd[i] + 1
         span = size_in + padding[i][0] + padding[i][1] - size_k
         if span < 0:
@@ -83,7 +89,7 @@ def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, feat
                 f"than the padded input ({size_in + padding[i][0] + padding[i][1]})"
             )
         out.append(span // strides[i] + 1)
-    return tuple(out), dtype
+    return ((n, *out, o) if last else (n, o, *out)), dtype
 
 
 def _resolve_conv(avals, params):
@@ -110,10 +116,12 @@ conv_general = Primitive(
         "lhs_dilation": (p_optional(p_ints), None),
         "rhs_dilation": (p_optional(p_ints), None),
         "feature_group_count": (p_nonneg_int, 1),
+        "layout": (p_conv_layout, "channels_first"),
     },
     resolve=_resolve_conv,
     linear=(),  # bilinear, not jointly linear
-    doc="N-d cross-correlation, layout lhs (N, C, *spatial), rhs (O, C/groups, *window).",
+    doc="N-d cross-correlation, rhs (O, C/groups, *window); lhs and output (N, C, *spatial) "
+    "(layout='channels_first') or (N, *spatial, C) (layout='channels_last').",
 )
 
 PRIMITIVES = (dot_general, conv_general)

@@ -18,7 +18,7 @@ BUILTIN = {
     "fold": ("fold", "fold_constants", 300.0),
     "cse": ("cse", "common_subexpressions", 400.0),
     "dce": ("dce", "dead_code_elimination", 500.0),
-    # layout (600)
+    "layout": ("layout", "choose_conv_layout", 600.0),
     "fusion": ("fusion", "fuse_elementwise", 700.0),
     "schedule": ("schedule", "schedule", 800.0),
     "memory": ("memory", "plan_memory", 900.0),

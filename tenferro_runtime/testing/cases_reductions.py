@@ -164,6 +164,9 @@ def _conv_draw(draw, dtype: DType, ctx: Ctx) -> Case:
               "padding": tuple(pads) if any(p != (0, 0) for p in pads) else None,
               "feature_group_count": g}
     lshape, rshape = (n, g * cg, *spatial), (g * og, cg, *window)
+    if draw(st.booleans()):  # channels_last: lhs (N, *spatial, C); channels_first by default
+        params["layout"] = "channels_last"
+        lshape = (n, *spatial, g * cg)
     avals = (av(lshape, dtype), av(rshape, dtype))
     full = catalog.conv_general.check_params(params, avals)  # the case keeps the None spellings
     try:

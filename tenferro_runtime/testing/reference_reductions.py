@@ -171,8 +171,13 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
 
 
 def conv_values(lhs: np.ndarray, rhs: np.ndarray, *, window_strides, padding, lhs_dilation,
-                rhs_dilation, feature_group_count) -> np.ndarray:
+                rhs_dilation, feature_group_count, layout="channels_first") -> np.ndarray:
     """Cross-correlation in widened precision (float64 / complex128), by explicit loops."""
+    if layout == "channels_last":  # by the channels_first loops on the moved channel axis
+        out = conv_values(np.moveaxis(lhs, -1, 1), rhs, window_strides=window_strides,
+                          padding=padding, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+                          feature_group_count=feature_group_count)
+        return np.moveaxis(out, 1, -1)
     strides, ld, rd = window_strides, lhs_dilation, rhs_dilation
     x, w = wide(lhs), wide(rhs)
     n, c = x.shape[:2]

@@ -288,7 +288,10 @@ def conv_general_case(g, dt, tr):
         padding = tuple(padding)
     params = {"window_strides": strides, "padding": padding, "lhs_dilation": ld,
               "rhs_dilation": rd, "feature_group_count": groups}
-    args = [g.rand((n, groups * cg, *spatial), dt), g.rand((groups * og, cg, *win), dt)]
+    lshape = (n, groups * cg, *spatial)
+    if g.flip():  # channels_last: lhs (N, *spatial, C), out (N, *spatial, O)
+        params["layout"], lshape = "channels_last", (n, *spatial, groups * cg)
+    args = [g.rand(lshape, dt), g.rand((groups * og, cg, *win), dt)]
     return Case(args, params, diff=(0, 1), joint=(0, 1), bilinear=True)
 
 

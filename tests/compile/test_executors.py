@@ -54,6 +54,7 @@ def f(x, y):
     return xp.sum(xp.tanh(x * y + 1.0), axis=0), x - y
 
 
+@pytest.mark.filterwarnings("ignore::tenferro_runtime.executor.BackendCompileWarning")  # after the first
 @pytest.mark.parametrize("mode", ["run", "decline", "fail"])
 def test_backend_compile_runs_declines_or_falls_back(mode):
     rt, backend = _runtime(mode)

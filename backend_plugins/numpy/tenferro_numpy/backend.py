@@ -24,6 +24,10 @@ class NumpyBackend:
 
     name = "numpy"
     priority = 0
+    # The layout pass's hint: both layouts run one kernel (bitwise equal results) whose window
+    # copy reads channels contiguously in channels_last. 3x3 conv, 32x64x32x32 float32, 2 CPU
+    # threads: 36 ms channels_first, 28 ms channels_last, 34 ms with the pass's transposes.
+    preferred_conv_layout = "channels_last"
 
     def __init__(self) -> None:
         self._telemetry: EnergyTelemetry | None = None

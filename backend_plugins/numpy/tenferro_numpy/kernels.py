@@ -264,6 +264,11 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
     m = [lhs.shape[i] for i in lf]
     n = [rhs.shape[i] for i in rf]
     k = math.prod(lhs.shape[i] for i in lc)
+    if not lb:  # one 2-D product: BLAS takes transposed operands as they are (no copy)
+        a = np.transpose(lhs, lf + list(lc)).reshape(math.prod(m), k)
+        b = np.transpose(rhs, list(rc) + rf).reshape(k, math.prod(n))
+        with np.errstate(**_QUIET):
+            return np.matmul(a, b).reshape(m + n)
     a = np.transpose(lhs, list(lb) + lf + list(lc)).reshape(math.prod(bshape), math.prod(m), k)
     b = np.transpose(rhs, list(rb) + list(rc) + rf).reshape(math.prod(bshape), k, math.prod(n))
     with np.errstate(**_QUIET):
@@ -271,29 +276,38 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
 
 
 def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                  feature_group_count):
+                  feature_group_count, layout="channels_first"):
+    """One matmul per group: windows (N * out spatial, window * C/G) by the kernel
+    (window * C/G, O/G). Both layouts run it on the same channels-last padded copy (the pad
+    copies anyway), so their results are bitwise equal; channels innermost in the windows'
+    rows makes that copy a run of contiguous reads in channels_last."""
     nsp = lhs.ndim - 2
-    strides, ld, rd = window_strides, lhs_dilation, rhs_dilation
+    last = layout == "channels_last"
+    x = lhs if last else np.moveaxis(lhs, 1, -1)  # (N, *spatial, C), a view
     zero = np.zeros((), lhs.dtype)
-    x = _pad(lhs, zero, padding_config=((0, 0, 0), (0, 0, 0)) + tuple(
-        (lo, hi, d - 1) for (lo, hi), d in zip(padding, ld)))
-    win = tuple((k - 1) * d + 1 for k, d in zip(rhs.shape[2:], rd))
-    n, c = x.shape[:2]
-    g = feature_group_count
-    o = rhs.shape[0]
-    out_sp = tuple((s - w) // st + 1 for s, w, st in zip(x.shape[2:], win, strides))
-    if 0 in (n, o) or 0 in out_sp or c == 0:
-        return np.zeros((n, o) + out_sp, dtype=lhs.dtype)
-    view = np.lib.stride_tricks.sliding_window_view(x, win, axis=tuple(range(2, 2 + nsp)))
-    view = view[(slice(None), slice(None)) + tuple(slice(None, None, st) for st in strides)
-                + tuple(slice(None, None, d) for d in rd)]
-    view = view.reshape((n, g, c // g) + view.shape[2:])
-    w = rhs.reshape((g, o // g) + rhs.shape[1:])
-    sp = "".join(chr(ord("p") + i) for i in range(nsp))
-    kw = "".join(chr(ord("h") + i) for i in range(nsp))
-    with np.errstate(**_QUIET):
-        out = np.einsum(f"ngc{sp}{kw},goc{kw}->ngo{sp}", view, w, optimize=True)
-    return np.ascontiguousarray(out.reshape((n, o) + out_sp)).astype(lhs.dtype, copy=False)
+    none = ((0, 0, 0),)
+    x = _pad(x, zero, padding_config=none + tuple(
+        (lo, hi, d - 1) for (lo, hi), d in zip(padding, lhs_dilation)) + none)
+    k = rhs.shape[2:]
+    win = tuple((s - 1) * d + 1 for s, d in zip(k, rhs_dilation))
+    n, c, g, o = x.shape[0], x.shape[-1], feature_group_count, rhs.shape[0]
+    out_sp = tuple((s - w) // st + 1 for s, w, st in zip(x.shape[1:-1], win, window_strides))
+    if 0 in (n, o, c) or 0 in out_sp:
+        out = np.zeros((n, *out_sp, o), dtype=lhs.dtype)
+    else:
+        view = np.lib.stride_tricks.sliding_window_view(x, win, axis=tuple(range(1, 1 + nsp)))
+        view = view[(slice(None), *(slice(None, None, st) for st in window_strides), slice(None),
+                     *(slice(None, None, d) for d in rhs_dilation))]  # (N, *out, C, *k)
+        view = view.reshape((n, *out_sp, g, c // g, *k))
+        perm = (1 + nsp, 0, *range(1, 1 + nsp), *range(3 + nsp, 3 + 2 * nsp), 2 + nsp)
+        rows = view.transpose(perm).reshape(g, n * math.prod(out_sp), -1)  # (G, rows, k * C/G)
+        w = rhs.reshape((g, o // g, c // g, *k)).transpose(0, *range(3, 3 + nsp), 2, 1)
+        with np.errstate(**_QUIET):
+            out = np.matmul(rows, w.reshape(g, -1, o // g))  # (G, rows, O/G)
+        out = out.reshape((g, n, *out_sp, o // g))
+        out = np.moveaxis(out, 0, -2).reshape((n, *out_sp, o))
+    out = out if last else np.moveaxis(out, -1, 1)
+    return np.ascontiguousarray(out).astype(lhs.dtype, copy=False)
 
 
 KERNELS = {

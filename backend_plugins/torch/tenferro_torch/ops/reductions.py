@@ -92,7 +92,15 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
 
 
 def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                  feature_group_count):
+                  feature_group_count, layout="channels_first"):
+    """channels_last: lhs (N, *spatial, C) is viewed as (N, C, *spatial) with channels-last
+    strides (no copy), which torch convolves in that memory format (mkldnn's NHWC path on
+    CPU, cuDNN's on CUDA); the result's (N, *spatial, O) view is contiguous again."""
+    if layout == "channels_last":
+        out = _conv_general(lhs.movedim(-1, 1), rhs, window_strides=window_strides,
+                            padding=padding, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+                            feature_group_count=feature_group_count)
+        return out.movedim(1, -1)
     nsp = lhs.ndim - 2
     strides, ld, rd = window_strides, lhs_dilation, rhs_dilation
     symmetric = all(lo == hi >= 0 for lo, hi in padding)
