@@ -77,8 +77,17 @@ def _dot_transpose_lhs(g, x_aval, y, contracting_dims, batch_dims, swap_ans=Fals
     dims = ((ans_y, tuple(y_kept)), (ans_batch, tuple(y_batch)))
     x_contract_by_y = [x_contract[i] for i in _argsort(y_contract)]
     out_axes = _argsort(list(x_batch) + x_kept + x_contract_by_y)
+    identity = tuple(range(len(out_axes)))
+    # (batch, g free, y free) -> x's axes; where the operands in the other order give x's axes
+    # directly, contract (y, g) instead: no transpose, and a C-ordered cotangent
+    nb, ng = len(ans_batch), len(x_kept)  # r's axes: batch, g's free (x_kept), y's free
+    ny = len(out_axes) - nb - ng
+    swapped = tuple(a if a < nb else a - nb + nb + ny if a < nb + ng else a - nb - ng + nb
+                    for a in out_axes)
+    if out_axes != identity and swapped == identity:
+        return lax.dot_general(y, g, contracting_dims=dims[0][::-1], batch_dims=dims[1][::-1])
     r = lax.dot_general(g, y, contracting_dims=dims[0], batch_dims=dims[1])
-    if out_axes != tuple(range(len(out_axes))):
+    if out_axes != identity:
         r = lax.transpose(r, permutation=out_axes)
     return r
 

@@ -25,6 +25,15 @@ warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tenferro_num
 # kernels that are one ufunc under np.errstate for operands of these dtype kinds
 _ERRSTATE_UFUNCS = {K._div: (np.true_divide, "fc"), K._rem: (np.fmod, "biufc"),
                     K._pow: (np.power, "ufc")}
+# ufuncs that are one correctly rounded IEEE operation (or exact) per element on real dtypes:
+# their bits do not depend on the inner loop NumPy picks, so any memory order may write into
+# scratch buffers (transcendentals may differ between strided and contiguous loops)
+_EXACT = frozenset(getattr(np, n) for n in (
+    "add", "subtract", "multiply", "true_divide", "negative", "positive", "absolute", "maximum",
+    "minimum", "sqrt", "sign", "floor", "ceil", "trunc", "rint", "equal", "not_equal", "less",
+    "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor",
+    "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "fmod", "isnan", "isinf",
+    "isfinite"))
 # kernels whose result is always a new array (C-ordered for C-ordered operands)
 _FRESH = (np.where, K._convert, K._clamp, K._div, K._rem, K._pow, K._rsqrt, K._logistic)
 
@@ -87,9 +96,17 @@ def _compile(graph: Any) -> tuple[Any, str]:
     names.update(zip(graph.inputs, args))
     for j, (v, c) in enumerate(graph.consts.items()):
         glb[f"c{j}"], names[v] = c._buf, f"c{j}"
-    fast, quiet, reused = _body(graph, kernels, glb, dict(names), reuse=True)
-    plain, _, _ = _body(graph, kernels, glb, dict(names), reuse=False)
+    exact = _layout_exact(graph, kernels)
+    fast, quiet, reused = _body(graph, kernels, glb, dict(names), reuse=True, c_order=exact)
     lines = [f"def fused({', '.join(args)}):"]
+    if exact:  # any memory order: scratch buffers are allocated C-ordered and reused
+        if quiet:
+            lines.append("    with np.errstate(**_QUIET):")
+        lines += ["    " * (2 if quiet else 1) + s for s in fast]
+        src = "\n".join(lines) + "\n"
+        exec(compile(src, f"<tenferro_numpy fused group {id(graph):#x}>", "exec"), glb)
+        return glb["fused"], src
+    plain, _, _ = _body(graph, kernels, glb, dict(names), reuse=False)
     if reused and all(_c_ordered(c._buf) for c in graph.consts.values()):
         checks = " and ".join(f"_ok({a})" for a in args) or "True"
         lines.append(f"    if {checks}:")
@@ -102,10 +119,24 @@ def _compile(graph: Any) -> tuple[Any, str]:
     return glb["fused"], src
 
 
-def _body(graph: Any, kernels: list, glb: dict, names: dict, reuse: bool) -> tuple[list[str], bool, bool]:
+def _layout_exact(graph: Any, kernels: list) -> bool:
+    """True when every node is an `_EXACT` ufunc on real float32/float64/int/bool operands or
+    a broadcast (a view): the group's bits are the same for any memory order of its inputs."""
+    for node, k in zip(graph.nodes, kernels):
+        if k is K._broadcast_in_dim:
+            continue
+        uf = _ufunc(k, node.inputs[0].aval.dtype.numpy) if node.inputs else None
+        kinds = {v.aval.dtype.numpy.char for v in (*node.inputs, *node.outputs)}
+        if uf is None or uf[0] not in _EXACT or len(node.outputs) != 1 or not kinds <= set("?bBhHiIlLqQfd"):
+            return False
+    return True
+
+
+def _body(graph: Any, kernels: list, glb: dict, names: dict, reuse: bool,
+          c_order: bool = False) -> tuple[list[str], bool, bool]:
     """Statement lines computing `graph`'s nodes and returning its outputs, whether they need
     np.errstate, and whether they write into a buffer twice. With `reuse`, ufuncs and
-    converts write into dead scratch buffers."""
+    converts write into dead scratch buffers; with `c_order`, new ones are C-ordered."""
     from tenferro_runtime.graph import Var
 
     end = len(graph.nodes)
@@ -155,7 +186,11 @@ def _body(graph: Any, kernels: list, glb: dict, names: dict, reuse: bool) -> tup
             call = f"{uf[0].__name__}({', '.join(a)}, out="
             if b is None:
                 name, bufs = new(out)
-                lines.append(f"{name} = {call}...)")
+                if c_order:
+                    glb[f"t{i}"] = out.aval.dtype.numpy
+                    lines.append(f"{name} = {call}np.empty({out.aval.shape}, t{i}))")
+                else:
+                    lines.append(f"{name} = {call}...)")
             else:
                 name, bufs, reused = f"s{b}", frozenset((b,)), True
                 lines.append(f"{call}{name})")
