@@ -251,10 +251,19 @@ class Compiled:
         else:  # the common call: positional pytrees of tensors
             statics, dyn_args, dyn_kwargs = (), args, kwargs
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
-        parts = []
-        tensors = []
+        try:  # every leaf a tensor (or tracer): one pass
+            parts = [x._aval for x in leaves]
+            tensors = leaves
+        except AttributeError:
+            parts, tensors = self._mixed_leaves(leaves)
+        return (treedef, tuple(parts), statics), tensors, (leaves, treedef, args, kwargs)
+
+    def _mixed_leaves(self, leaves: list) -> tuple[list, list]:
+        """Key parts and tensors of leaves that are not all tensors: NumPy arrays become
+        tensors, other leaves are static values (hashable)."""
+        parts, tensors = [], []
         for i, x in enumerate(leaves):
-            if type(x) is Tensor or isinstance(x, Tensor):
+            if isinstance(x, Tensor):
                 parts.append(x._aval)
                 tensors.append(x)
             elif isinstance(x, np.ndarray):
@@ -272,7 +281,7 @@ class Compiled:
                         f"neither a tensor nor a hashable Python value; pass tensors (or "
                         f"register its type as a pytree), or mark the argument static") from None
                 parts.append(_static_key(x))
-        return (treedef, tuple(parts), statics), tensors, (leaves, treedef, args, kwargs)
+        return parts, tensors
 
     # ---- calls ------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -284,8 +293,7 @@ class Compiled:
         else:
             self._cache.hits += 1
         callee, out_tree = entry
-        if not tensors or (tracing._STACK.get() is tracing.BOTTOM
-                           and all(type(t) is Tensor for t in tensors)):
+        if tracing._STACK.get() is tracing.BOTTOM or not tensors:  # concrete values only
             outs = callee.run(tensors)
         else:
             outs = call_p.bind(*tensors, fn=callee)

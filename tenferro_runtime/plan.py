@@ -27,7 +27,7 @@ _FOLD_MAX = 1 << 16  # elements: larger constant results are recomputed rather t
 class Plan:
     """Kernels of a graph in order over a flat list of buffer slots."""
 
-    __slots__ = ("device", "in_avals", "template", "steps", "outputs")
+    __slots__ = ("device", "in_avals", "template", "steps", "outputs", "_run", "_wrap")
 
     def __init__(self, device: Any, in_avals: tuple, template: list, steps: list, outputs: list):
         self.device = device
@@ -36,6 +36,18 @@ class Plan:
         # (kernel, prim, input slots, output slots, params or None, multiple, slots to free after)
         self.steps = steps
         self.outputs = outputs  # (slot, aval) per graph output, or (None, value) for a non-Var
+        self._run: Any = None  # the steps as one generated function (plan_codegen), on first run
+        self._wrap = [(aval, slot is None) for slot, aval in outputs]
+
+    def source(self) -> str:
+        """The generated Python the plan runs (for debugging)."""
+        return self._generate()[1]
+
+    def _generate(self) -> tuple[Any, str]:
+        from .plan_codegen import generate
+
+        return generate(self.steps, self.template, len(self.in_avals),
+                        [slot for slot, _ in self.outputs], self.device)
 
     def accepts(self, args: tuple) -> bool:
         """True when `args` are concrete tensors of the plan's input avals (and device)."""
@@ -46,17 +58,16 @@ class Plan:
 
     def run(self, args: tuple) -> list:
         """The graph's outputs from concrete input tensors (see `accepts`)."""
-        env = self.template.copy()
-        for i, a in enumerate(args):
-            env[i] = a._buf
-        _execute(self.steps, env, self.device)
+        run = self._run
+        if run is None:
+            run = self._run = self._generate()[0]
         results = []
-        for slot, aval in self.outputs:
-            if slot is None:
+        for buf, (aval, const) in zip(run([a._buf for a in args]), self._wrap):
+            if const:
                 results.append(aval)
             else:
                 t = _new_tensor(Tensor)
-                t._buf = env[slot]
+                t._buf = buf
                 t._aval = aval
                 results.append(t)
         return results

@@ -1,13 +1,11 @@
 """A small pytree utility: nested tuples, lists, dicts (sorted keys), namedtuples and None.
 
-Avals are leaves (they are namedtuples, but describe one array).
+Avals, tensors and every other object that is not a container are leaves.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
-
-from tenferro_core.avals import Aval
 
 
 class TreeDef(NamedTuple):
@@ -44,7 +42,7 @@ def _flatten(x: Any, leaves: list[Any]) -> TreeDef:
         return _tdef(TreeDef, ("dict", keys, tuple([_flatten(x[k], leaves) for k in keys])))
     if x is None:
         return _NONE
-    if isinstance(x, Aval):
+    if not isinstance(x, (tuple, list, dict)):  # a leaf (tensors, avals, Python scalars)
         leaves.append(x)
         return LEAF
     if isinstance(x, tuple) and hasattr(x, "_fields"):
@@ -52,11 +50,8 @@ def _flatten(x: Any, leaves: list[Any]) -> TreeDef:
     if isinstance(x, (tuple, list)):
         return TreeDef("tuple" if isinstance(x, tuple) else "list", None,
                        tuple([_flatten(c, leaves) for c in x]))
-    if isinstance(x, dict):
-        keys = tuple(sorted(x))
-        return TreeDef("dict", keys, tuple([_flatten(x[k], leaves) for k in keys]))
-    leaves.append(x)
-    return LEAF
+    keys = tuple(sorted(x))
+    return TreeDef("dict", keys, tuple([_flatten(x[k], leaves) for k in keys]))
 
 
 def tree_unflatten(treedef: TreeDef, leaves: Any) -> Any:

@@ -100,3 +100,18 @@ def test_turning_checks_on_later_applies_to_cached_signatures():
         rt.set_check_kernels(True)
         with pytest.raises(KernelError):
             xp.exp(x)
+
+
+def test_compiled_plans_keep_the_contract(broken):
+    """A plan's generated code reports the failing step's primitive, and typed errors pass."""
+    from tenferro_runtime import compile
+
+    _, x = broken
+    f = compile(lambda v: xp.tanh(xp.abs(v) + 1.0) * 2.0, passes=())
+    with pytest.raises(KernelError, match=r"'tanh' on backend 'broken'.*device lost") as info:
+        f(x)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    with pytest.raises(LinAlgError, match="typed errors pass through"):
+        compile(lambda v: xp.sqrt(v) + 1.0, passes=())(x)
+    plan = f._cache[next(iter(f._cache))][0].executable().plan
+    assert "= f0(" in plan.source() and "_kernel_error(_prims[k]" in plan.source()

@@ -1,5 +1,7 @@
 """Common subexpression elimination: one node per (primitive, inputs, params), one constant
-var per tensor object. Effectful and random nodes (and calls of graphs holding them) stay."""
+var per tensor object or buffer (buffers are never written, so one buffer is one value:
+the namespace's scalar constants, ``x * 0.9`` in a loop, share theirs). Effectful and
+random nodes (and calls of graphs holding them) stay."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ def common_subexpressions(graph: Graph) -> Graph:
     """`graph` with duplicate constants and duplicate pure nodes merged into the first."""
     sub: dict[Var, Var] = {}
     consts: dict[Var, Any] = {}
-    by_id: dict[int, Var] = {}
+    by_id: dict[Any, Var] = {}
     for v, c in graph.consts.items():
-        first = by_id.setdefault(id(c), v)  # graph.consts keeps c alive: its id is unique
+        buf = _buffer(c)
+        key = (id(c),) if buf is None else (id(buf), v.aval)  # kept alive by graph.consts
+        first = by_id.setdefault(key, v)
         if first is v:
             consts[v] = c
         else:
@@ -35,6 +39,13 @@ def common_subexpressions(graph: Graph) -> Graph:
         nodes.append(node)
     outputs = [sub.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]
     return graph.replace(nodes=nodes, outputs=outputs, consts=consts)
+
+
+def _buffer(t: Any) -> Any:
+    try:
+        return t._buf
+    except Exception:  # a tracer (an outer transformation's value) has none
+        return None
 
 
 def pinned(node: Node) -> bool:

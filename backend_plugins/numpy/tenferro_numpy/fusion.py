@@ -191,9 +191,9 @@ def _body(graph: Any, kernels: list, glb: dict, names: dict, reuse: bool,
                     lines.append(f"{name} = {call}np.empty({out.aval.shape}, t{i}))")
                 else:
                     lines.append(f"{name} = {call}...)")
-            else:
+            else:  # out as a positional argument: ~40 ns less argument parsing per call
                 name, bufs, reused = f"s{b}", frozenset((b,)), True
-                lines.append(f"{call}{name})")
+                lines.append(f"{uf[0].__name__}({', '.join(a)}, {name})")
             bind(out, name, bufs)
         elif k is K._broadcast_in_dim:
             shape, dims = node.params["shape"], node.params["broadcast_dimensions"]
