@@ -36,22 +36,33 @@ _tdef = tuple.__new__  # TreeDef(kind, meta, children) without the namedtuple's 
 def _flatten(x: Any, leaves: list[Any]) -> TreeDef:
     t = type(x)
     if t is tuple or t is list:  # the common containers first: compile flattens every call
-        return _tdef(TreeDef, (t.__name__, None, tuple([_flatten(c, leaves) for c in x])))
+        return _tdef(TreeDef, (t.__name__, None, _children(x, leaves)))
     if t is dict:
         keys = tuple(sorted(x))
-        return _tdef(TreeDef, ("dict", keys, tuple([_flatten(x[k], leaves) for k in keys])))
+        return _tdef(TreeDef, ("dict", keys, _children([x[k] for k in keys], leaves)))
     if x is None:
         return _NONE
     if not isinstance(x, (tuple, list, dict)):  # a leaf (tensors, avals, Python scalars)
         leaves.append(x)
         return LEAF
     if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return TreeDef("namedtuple", t, tuple([_flatten(c, leaves) for c in x]))
+        return TreeDef("namedtuple", t, _children(x, leaves))
     if isinstance(x, (tuple, list)):
-        return TreeDef("tuple" if isinstance(x, tuple) else "list", None,
-                       tuple([_flatten(c, leaves) for c in x]))
+        return TreeDef("tuple" if isinstance(x, tuple) else "list", None, _children(x, leaves))
     keys = tuple(sorted(x))
-    return TreeDef("dict", keys, tuple([_flatten(x[k], leaves) for k in keys]))
+    return TreeDef("dict", keys, _children([x[k] for k in keys], leaves))
+
+
+def _children(items: Any, leaves: list[Any]) -> tuple:
+    """The TreeDefs of a container's items, leaves appended without a call each."""
+    out = []
+    for c in items:
+        if c is None or isinstance(c, (tuple, list, dict)):
+            out.append(_flatten(c, leaves))
+        else:
+            leaves.append(c)
+            out.append(LEAF)
+    return tuple(out)
 
 
 def tree_unflatten(treedef: TreeDef, leaves: Any) -> Any:
