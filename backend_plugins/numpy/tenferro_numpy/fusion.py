@@ -34,6 +34,8 @@ _EXACT = frozenset(getattr(np, n) for n in (
     "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor",
     "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "fmod", "isnan", "isinf",
     "isfinite"))
+# NumPy deprecates a positional out for these
+_KEYWORD_OUT = frozenset((np.maximum, np.minimum))
 # kernels whose result is always a new array (C-ordered for C-ordered operands)
 _FRESH = (np.where, K._convert, K._clamp, K._div, K._rem, K._pow, K._rsqrt, K._logistic)
 
@@ -193,7 +195,8 @@ def _body(graph: Any, kernels: list, glb: dict, names: dict, reuse: bool,
                     lines.append(f"{name} = {call}...)")
             else:  # out as a positional argument: ~40 ns less argument parsing per call
                 name, bufs, reused = f"s{b}", frozenset((b,)), True
-                lines.append(f"{uf[0].__name__}({', '.join(a)}, {name})")
+                out_arg = f"out={name}" if uf[0] in _KEYWORD_OUT else name
+                lines.append(f"{uf[0].__name__}({', '.join(a)}, {out_arg})")
             bind(out, name, bufs)
         elif k is K._broadcast_in_dim:
             shape, dims = node.params["shape"], node.params["broadcast_dimensions"]
