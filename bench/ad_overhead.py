@@ -39,15 +39,15 @@ def chain(x, mod):
     return x
 
 
-def mlp_data(rng):
-    """Parameters, inputs and one-hot labels of the 784-512-512-10 MLP, batch 128, float32."""
-    sizes = [(784, 512), (512, 512), (512, 10)]
+def mlp_data(rng, widths=(784, 512, 512, 10), batch=128):
+    """Parameters, inputs and one-hot labels of an MLP (default 784-512-512-10, batch 128),
+    float32."""
     p = {}
-    for i, (m, n) in enumerate(sizes, 1):
+    for i, (m, n) in enumerate(zip(widths[:-1], widths[1:]), 1):
         p[f"w{i}"] = (rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32)
         p[f"b{i}"] = np.zeros(n, np.float32)
-    x = rng.standard_normal((128, 784)).astype(np.float32)
-    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 128)]
+    x = rng.standard_normal((batch, widths[0])).astype(np.float32)
+    y = np.eye(widths[-1], dtype=np.float32)[rng.integers(0, widths[-1], batch)]
     return p, x, y
 
 

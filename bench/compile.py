@@ -146,14 +146,7 @@ def main() -> None:
           f"{t_comp * 1e3:.3f} ms: {t_tape / t_comp:.1f}x faster (goal >= 10x)")
 
     # ---- small MLP: compile time and per-call overhead ---------------------------------------
-    sizes = [(64, 128), (128, 128), (128, 10)]
-    ps = {}
-    for i, (m, n) in enumerate(sizes, 1):
-        ps[f"w{i}"] = (rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32)
-        ps[f"b{i}"] = np.zeros(n, np.float32)
-    xs = rng.standard_normal((64, 64)).astype(np.float32)
-    ys = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)]
-    _, step, args = tf_mlp(ps, xs, ys, "numpy:cpu")
+    _, step, args = tf_mlp(*mlp_data(rng, (64, 128, 128, 10), 64), "numpy:cpu")
     t0 = time.perf_counter()
     step(*args)
     first = time.perf_counter() - t0

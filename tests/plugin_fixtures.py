@@ -102,3 +102,15 @@ def install_fake_dists(root: Path) -> None:
         name = mod.removeprefix("tf_fake_")
         make_dist(root, f"fake-{name.replace('_', '-')}", {f"fake_{name}": mod}, {mod: FAKE_PLUGINS[mod]})
     sys.path.insert(0, str(root))
+
+
+def node_by_node(graph, *args):
+    """eval_graph with an observer on the stack: no plan applies, every node binds."""
+    from tenferro_runtime import tracing
+    from tenferro_runtime.graph import eval_graph
+
+    token = tracing.push_observer(tracing.Observer())
+    try:
+        return eval_graph(graph, *args)
+    finally:
+        tracing.pop(token)

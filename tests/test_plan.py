@@ -9,22 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tenferro_numpy.plugin as numpy_plugin
+from plugin_fixtures import node_by_node
 from tenferro_core import catalog
 from tenferro_core.primitive import Primitive
-from tenferro_runtime import Observer, Runtime, lax, trace, tracing, use_runtime
+from tenferro_runtime import Runtime, lax, trace, use_runtime
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.graph import Graph, Node, Var, dead_code_elimination, eval_graph
 from tenferro_runtime.plan import build_plan
-
-
-def _node_by_node(graph, *args):
-    """eval_graph with an observer on the stack: the plan does not apply, every node binds."""
-    token = tracing.push_observer(Observer())
-    try:
-        return eval_graph(graph, *args)
-    finally:
-        tracing.pop(token)
-
 
 UNARY = [xp.tanh, xp.sin, xp.exp, xp.negative, lambda v: v * 0.5 + 1.0, lambda v: xp.sum(v, axis=-1,
          keepdims=True) + v, lambda v: xp.flip(v, axis=0), lambda v: v[::2] if v.shape[0] > 1 else v,
@@ -48,7 +39,7 @@ def test_plan_matches_node_by_node_evaluation(ops, shape, dtype, seed):
     graph = trace(f, x)
     fast = eval_graph(graph, x)
     assert graph.plan is not None
-    slow = _node_by_node(graph, x)
+    slow = node_by_node(graph, x)
     for a, b in zip(fast, slow):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -65,7 +56,7 @@ def test_non_contiguous_inputs_and_constant_folding():
     graph = Graph([v], [Node(catalog.exp, [cv], {}, [e]), Node(catalog.mul, [v, e], {}, [out])],
                   [out], {cv: c})
     fast = eval_graph(graph, x)[0]
-    np.testing.assert_array_equal(fast.numpy(), _node_by_node(graph, x)[0].numpy())
+    np.testing.assert_array_equal(fast.numpy(), node_by_node(graph, x)[0].numpy())
     np.testing.assert_array_equal(fast.numpy(), base.T * np.exp(0.5))
     assert len(graph.plan.steps) == 1  # exp of the constant ran once, when the plan was built
 
@@ -111,4 +102,4 @@ def test_dead_code_elimination_keeps_what_outputs_and_effects_need():
     names = [n.prim.name for n in pruned.nodes]
     assert names == ["testplan.tap.v1", "sin"]
     assert catalog.exp.name in [n.prim.name for n in graph.nodes]
-    np.testing.assert_array_equal(_node_by_node(pruned, x)[0].numpy(), np.sin([0.1, 0.2]))
+    np.testing.assert_array_equal(node_by_node(pruned, x)[0].numpy(), np.sin([0.1, 0.2]))

@@ -12,22 +12,15 @@ from graphgen import graphs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from plugin_fixtures import node_by_node
 from tenferro_core.primitive import Primitive
-from tenferro_runtime import Observer, default_runtime, lax, trace, tracing
 from tenferro_runtime import array_api as xp
+from tenferro_runtime import default_runtime, lax, trace
 from tenferro_runtime.graph import eval_graph, verify_graph
 from tenferro_runtime.graph_prims import call_p, fused_p
 from tenferro_runtime.passes.memory import last_uses, live_bytes_peak, nbytes, plan_memory
 from tenferro_runtime.passes.schedule import ScheduleReport, schedule
 from tenferro_runtime.plan import build_plan
-
-
-def _node_by_node(graph, *args):
-    token = tracing.push_observer(Observer())
-    try:
-        return eval_graph(graph, *args)
-    finally:
-        tracing.pop(token)
 
 
 def _same(a, b):
@@ -135,7 +128,7 @@ def test_random_graphs_keep_values_with_a_memory_plan(backend_device, data):
     new = schedule(graph)
     verify_graph(new)
     assert new.meta["schedule"].peak_bytes_after <= new.meta["schedule"].peak_bytes_before
-    _same(_node_by_node(new, *args), _node_by_node(graph, *args))
+    _same(node_by_node(new, *args), node_by_node(graph, *args))
 
 
 def _mlp(h, w1, b1, w2, b2, w3, b3):
@@ -155,7 +148,7 @@ def test_memory_plan_keeps_mlp_values_bitwise(backend_device):
     fast, slow = build_plan(plan_memory(g)), build_plan(g)
     assert any(s[-1] for s in fast.steps) and not any(s[-1] for s in slow.steps)
     _same(fast.run(tuple(args)), slow.run(tuple(args)))
-    _same(fast.run(tuple(args)), _node_by_node(g, *args))
+    _same(fast.run(tuple(args)), node_by_node(g, *args))
 
 
 def _traced_peak(plan, args):
@@ -208,7 +201,7 @@ def test_plans_inline_fused_and_call_nodes(backend_device):
         p = build_plan(graph)
         names = {s[1].name for s in p.steps}  # a backend with a fused kernel runs the group as one
         assert p is not None and names >= {"sin", "mul"} and ("tanh" in names or "fused" in names)
-        _same(p.run((x,)), _node_by_node(g, x))
+        _same(p.run((x,)), node_by_node(g, x))
     assert any(s[-1] for s in build_plan(plan_memory(g)).steps)
 
 
@@ -235,7 +228,7 @@ def test_schedule_lowers_the_peak_of_a_bad_order(backend_device):
     assert sorted(map(id, new.nodes)) == sorted(map(id, g.nodes))
     assert "schedule: peak" in str(report)
     _same(eval_graph(new, x), eval_graph(g, x))
-    _same(_node_by_node(new, x), _node_by_node(g, x))
+    _same(node_by_node(new, x), node_by_node(g, x))
     again = schedule(new)  # already good: kept as it is
     assert again.meta["schedule"].moved == 0 and again.nodes == new.nodes
 
@@ -257,7 +250,7 @@ def test_schedule_keeps_effects_in_order_and_notes_uncosted_ops(backend_device):
     assert taps == [n for n in g.nodes if n.prim is tap]
     assert new.meta["schedule"].uncosted == ("testsched.tap.v1",)
     assert "no cost rule" in str(new.meta["schedule"])
-    _same(_node_by_node(new, x), _node_by_node(g, x))
+    _same(node_by_node(new, x), node_by_node(g, x))
 
 
 def test_pipeline_runs_schedule_then_memory_and_a_stale_plan_is_still_safe(backend_device):
@@ -272,8 +265,8 @@ def test_pipeline_runs_schedule_then_memory_and_a_stale_plan_is_still_safe(backe
         out = optimize(g, default_runtime(), passes="schedule,memory")
     assert {"schedule", "memory"} <= out.meta.keys()
     assert out.meta["memory"].peak_bytes_after == out.meta["schedule"].peak_bytes_after
-    _same(build_plan(out).run((x,)), _node_by_node(g, x))
+    _same(build_plan(out).run((x,)), node_by_node(g, x))
     # the traced order's buffer plan on the scheduled nodes: frees the plan cannot honour
     # (a value read later) are dropped, so values stay right
     stale = out.replace(meta={"memory": plan_memory(g).meta["memory"]})
-    _same(build_plan(stale).run((x,)), _node_by_node(g, x))
+    _same(build_plan(stale).run((x,)), node_by_node(g, x))
