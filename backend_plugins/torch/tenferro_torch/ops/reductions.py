@@ -113,7 +113,8 @@ def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilati
     win = [(k - 1) * d + 1 for k, d in zip(rhs.shape[2:], rd)]
     out_sp = tuple((s + 2 * p - w) // st + 1 for s, p, w, st in zip(x.shape[2:], pads, win, strides))
     n, c, o = lhs.shape[0], lhs.shape[1], rhs.shape[0]
-    if 0 in (n, c, o) or 0 in out_sp:
+    if 0 in (n, c, o) or 0 in out_sp or 0 in x.shape[2:]:  # torch refuses an empty spatial axis;
+        # the windows then see padding only: zeros
         return torch.zeros((n, o) + out_sp, dtype=lhs.dtype, device=lhs.device)
     if nsp > 3:  # torch convolves 1 to 3 spatial axes
         return _conv_windows(x, rhs, pads, strides, rd, feature_group_count)
