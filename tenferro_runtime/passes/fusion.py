@@ -33,7 +33,7 @@ def fuse_elementwise(graph: Graph) -> Graph:
     out_vars = {v for v in graph.outputs if isinstance(v, Var)}
     items: list[tuple[int, Node]] = []  # (original position, node)
     for gi, g in enumerate(groups):
-        fused = _fuse([nodes[i] for i in g], g, readers, out_vars)
+        fused = _fuse([nodes[i] for i in g], g, readers, out_vars, graph.consts)
         if fused is None:  # no operand: nothing would say its device; leave the group alone
             member = {i: m for i, m in member.items() if m != gi}
         else:
@@ -122,8 +122,10 @@ def _closes_cycle(m: int, i: int, users: list, group_of: dict, members: dict) ->
     return False
 
 
-def _fuse(group: list[Node], idx: list[int], readers: dict, out_vars: set) -> Node | None:
-    """One `fused` node for the group's nodes (at node indices `idx`), or None."""
+def _fuse(group: list[Node], idx: list[int], readers: dict, out_vars: set,
+          consts: dict) -> Node | None:
+    """One `fused` node for the group's nodes (at node indices `idx`), or None. The graph
+    constants it reads are constants of its group (a kernel then knows them when it is built)."""
     inside = set(idx)
     env: dict[Var, Var] = {}
     ins: list[Var] = []
@@ -133,8 +135,11 @@ def _fuse(group: list[Node], idx: list[int], readers: dict, out_vars: set) -> No
         for v in node.inputs:
             if v not in env:
                 env[v] = Var(v.aval)
-                ins.append(v)
-                sub.inputs.append(env[v])
+                if v in consts:
+                    sub.consts[env[v]] = consts[v]
+                else:
+                    ins.append(v)
+                    sub.inputs.append(env[v])
         if node.prim is fused_p:
             _inline(node, env, sub)
         else:
