@@ -285,10 +285,21 @@ class Compiled:
 
     # ---- calls ------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key, tensors, rebuild = self._signature(args, kwargs)
+        key = None
+        if not (kwargs or self.static_argnums or self.donate_argnums):
+            parts: list = []
+            tensors: list = []
+            try:  # the common call: containers of tensors, keyed in one walk
+                _key_walk(args, parts, tensors)
+                key = tuple(parts)
+            except _NotPlain:
+                pass
+        if key is None:
+            key, tensors, _ = self._signature(args, kwargs)
         entry = self._cache.get(key)
         if entry is None:
             self._cache.misses += 1
+            _, tensors, rebuild = self._signature(args, kwargs)
             entry = self._compile(key, tensors, rebuild)
         else:
             self._cache.hits += 1
@@ -389,6 +400,45 @@ class Compiled:
 
     def __repr__(self) -> str:
         return f"<compiled function {self.__name__}>"
+
+
+class _NotPlain(Exception):
+    """An argument `_key_walk` does not key (a namedtuple, a Python scalar, a NumPy array...)."""
+
+
+_TUPLE, _LIST, _DICT, _NONE = "tuple", "list", "dict", None
+
+
+def _key_walk(x: Any, key: list, leaves: list) -> None:
+    """Append `x`'s structure and tensor avals to `key` and its tensors to `leaves` (in
+    tree_flatten's order), for tuples, lists, dicts, None and tensors; raise _NotPlain for
+    anything else. The key is prefix-free: containers add a marker and their size (dicts
+    their keys), tensors their aval."""
+    t = type(x)
+    if t is tuple or t is list:
+        key.append(_TUPLE if t is tuple else _LIST)
+        key.append(len(x))
+        items = x
+    elif t is dict:
+        names = tuple(sorted(x))
+        key.append(_DICT)
+        key.append(names)
+        items = [x[k] for k in names]
+    elif x is None:
+        key.append(_NONE)
+        return
+    elif isinstance(x, Tensor):
+        key.append(x._aval)
+        leaves.append(x)
+        return
+    else:
+        raise _NotPlain
+    for c in items:
+        if type(c) is Tensor:
+            key.append(c._aval)
+            leaves.append(c)
+        else:
+            _key_walk(c, key, leaves)
 
 
 def _parameters(fn: Callable) -> list:

@@ -258,3 +258,16 @@ def test_passes_argument_and_environment_select_passes(monkeypatch):
     monkeypatch.setenv("TENFERRO_PASSES", "bogus")
     with pytest.raises(ArgumentError, match="TENFERRO_PASSES"):
         tr.compile(f)(x)
+
+
+def test_structure_is_part_of_the_signature():
+    c = tr.compile(lambda t: sum(xp.sum(v) for v in tr.pytree.tree_leaves(t)))
+    a, b = _t(np.ones(2)), _t(np.ones(3))
+    calls = [(a, b), [a, b], {"x": a, "y": b}, {"x": a, "z": b}, (a, (b, None)), (a, (b,)),
+             (a, b), [a, b], {"x": a, "y": b}, {"x": a, "z": b}, (a, (b, None)), (a, (b,))]
+    for t in calls:
+        np.testing.assert_allclose(float(c(t)), 5.0)
+    info = c.cache_info()
+    assert (info.misses, info.hits) == (6, 6)
+    c((b, a))  # the same structure, other avals
+    assert c.cache_info().misses == 7
