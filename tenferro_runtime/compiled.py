@@ -34,7 +34,7 @@ from .executor import build_executable
 from .graph import Graph, GraphTrace, trace
 from .graph_prims import call_p
 from .pipeline import PassSpec, optimize
-from .pytree import tree_flatten, tree_unflatten
+from .pytree import tree_flatten, tree_unflatten, unflattener
 from .tensor import Tensor
 
 log = logging.getLogger("tenferro_runtime.compile")
@@ -303,14 +303,14 @@ class Compiled:
             entry = self._compile(key, tensors, rebuild)
         else:
             self._cache.hits += 1
-        callee, out_tree = entry
+        callee, rebuild_out = entry
         if tracing._STACK.get() is tracing.BOTTOM or not tensors:  # concrete values only
             outs = callee.run(tensors)
         else:
             outs = call_p.bind(*tensors, fn=callee)
         if self.donate_argnums:
             self._invalidate_donated(args, outs)
-        return tree_unflatten(out_tree, outs)
+        return rebuild_out(outs)
 
     def _invalidate_donated(self, args: tuple, outs: Any) -> None:
         keep = {id(o) for o in outs}
@@ -352,7 +352,7 @@ class Compiled:
         donated = tuple(sorted({j for i in self.donate_argnums for j in self._leaf_indices(
             i, args, positions, leaves, treedef)}))
         callee = Callee(graph, self.__name__, self.passes, donated)
-        entry = (callee, out_tree[0])
+        entry = (callee, unflattener(out_tree[0]))
         self._cache.put(key, entry)
         return entry
 

@@ -86,6 +86,32 @@ def _build(td: TreeDef, it: Any) -> Any:
     return dict(zip(td.meta, kids))
 
 
+def unflattener(treedef: TreeDef) -> Any:
+    """A function of a leaf sequence building `treedef`'s tree: `tree_unflatten` as one
+    generated expression, for trees rebuilt on every call (compiled functions' outputs)."""
+    glb: dict[str, Any] = {}
+    count = [0]
+
+    def expr(td: TreeDef) -> str:
+        if td.kind == "leaf":
+            count[0] += 1
+            return f"x[{count[0] - 1}]"
+        if td.kind == "none":
+            return "None"
+        kids = [expr(c) for c in td.children]
+        if td.kind == "tuple":
+            return f"({', '.join(kids)}{',' if len(kids) == 1 else ''})"
+        if td.kind == "list":
+            return f"[{', '.join(kids)}]"
+        name = f"g{len(glb)}"
+        glb[name] = td.meta
+        if td.kind == "namedtuple":
+            return f"{name}({', '.join(kids)})"
+        return f"dict(zip({name}, ({', '.join(kids)}{',' if len(kids) == 1 else ''})))"
+
+    return eval(f"lambda x: {expr(treedef)}", glb)  # noqa: S307  (our own expression)
+
+
 def tree_map(fn: Any, tree: Any, *rest: Any) -> Any:
     leaves, td = tree_flatten(tree)
     others = [tree_flatten(r)[0] for r in rest]
@@ -96,4 +122,4 @@ def tree_leaves(tree: Any) -> list[Any]:
     return tree_flatten(tree)[0]
 
 
-__all__ = ["TreeDef", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten"]
+__all__ = ["TreeDef", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten", "unflattener"]
