@@ -27,15 +27,18 @@ _FOLD_MAX = 1 << 16  # elements: larger constant results are recomputed rather t
 class Plan:
     """Kernels of a graph in order over a flat list of buffer slots."""
 
-    __slots__ = ("device", "in_avals", "template", "steps", "outputs", "_run", "_wrap")
+    __slots__ = ("device", "in_avals", "template", "steps", "outputs", "reuse", "_run", "_wrap")
 
-    def __init__(self, device: Any, in_avals: tuple, template: list, steps: list, outputs: list):
+    def __init__(self, device: Any, in_avals: tuple, template: list, steps: list, outputs: list,
+                 reuse: dict | None = None):
         self.device = device
         self.in_avals = in_avals
         self.template = template  # slot -> constant buffer, None for inputs and node results
         # (kernel, prim, input slots, output slots, params or None, multiple, slots to free after)
         self.steps = steps
         self.outputs = outputs  # (slot, aval) per graph output, or (None, value) for a non-Var
+        # step index -> (dead slot its result is written into, the kernel's out form)
+        self.reuse = reuse or {}
         self._run: Any = None  # the steps as one generated function (plan_codegen), on first run
         self._wrap = [(aval, slot is None) for slot, aval in outputs]
 
@@ -47,7 +50,7 @@ class Plan:
         from .plan_codegen import generate
 
         return generate(self.steps, self.template, len(self.in_avals),
-                        [slot for slot, _ in self.outputs], self.device)
+                        [slot for slot, _ in self.outputs], self.device, self.reuse)
 
     def accepts(self, args: tuple) -> bool:
         """True when `args` are concrete tensors of the plan's input avals (and device)."""
@@ -106,6 +109,7 @@ class _Builder:
         self.frees: list = []  # per step: slots to drop after it
         self.known: set = set()  # slots whose buffers are fixed
         self.results: set = set()  # slots of node results (the only ones ever freed)
+        self.avals: dict = {}  # result slot -> aval
 
     def slot(self, buf: Any = None) -> int:
         self.template.append(buf)
@@ -146,6 +150,7 @@ class _Builder:
         for v in node.outputs:
             slots[v] = self.slot()
             outs.append(slots[v])
+            self.avals[slots[v]] = v.aval
         self.results.update(outs)
         ins = tuple(slots[v] for v in node.inputs)
         step = (fn, prim, ins, tuple(outs), dict(params) if params else None, prim.multiple_results)
@@ -228,9 +233,24 @@ def build_plan(graph: Any) -> Plan | None:
     if not b.graph(graph, slots, _free_after(graph) if memory is not None else None):
         return None
     outputs = [(slots[v], v.aval) if isinstance(v, Var) else (None, v) for v in graph.outputs]
-    frees = b.checked_frees({s for s, _ in outputs if s is not None})
+    out_slots = {s for s, _ in outputs if s is not None}
+    frees = b.checked_frees(out_slots)
     steps = [(*step, fr) for step, fr in zip(b.steps, frees)]
-    return Plan(device, tuple(v.aval for v in graph.inputs), b.template, steps, outputs)
+    reuse = _reuse(b, steps, out_slots, device) if memory is not None else None
+    return Plan(device, tuple(v.aval for v in graph.inputs), b.template, steps, outputs, reuse)
+
+
+def _reuse(b: _Builder, steps: list, out_slots: set, device: Any) -> dict:
+    """step -> (dead slot, out form): the planned buffers steps write into (plan_reuse.py)."""
+    out_kernel = getattr(device.backend, "out_kernel", None)
+    if out_kernel is None:
+        return {}
+    from .plan_reuse import plan_reuse
+
+    forms = [out_kernel(step[1].name, device.kernels.get(step[1]))
+             if len(step[3]) == 1 and not step[5] else None for step in steps]
+    protected = out_slots | {i for i, buf in enumerate(b.template) if i not in b.results}
+    return {k: (slot, forms[k]) for k, slot in plan_reuse(steps, b.avals, protected, forms).items()}
 
 
 __all__ = ["Plan", "build_plan"]

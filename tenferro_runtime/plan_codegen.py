@@ -16,8 +16,12 @@ from tenferro_core.errors import TenferroError
 from .eager import kernel_error
 
 
-def generate(steps: list, template: list, n_inputs: int, out_slots: list, device: Any) -> tuple[Any, str]:
-    """(run(bufs) -> [output buffers], its source) for a plan's steps."""
+def generate(steps: list, template: list, n_inputs: int, out_slots: list, device: Any,
+             reuse: dict | None = None) -> tuple[Any, str]:
+    """(run(bufs) -> [output buffers], its source) for a plan's steps; `reuse` maps a step to
+    (the dead slot whose buffer its result is written into, the kernel's out form)."""
+    reuse = reuse or {}
+    kept = {slot for slot, _ in reuse.values()}  # freed by the step that writes into them
     glb: dict[str, Any] = {"TenferroError": TenferroError, "_kernel_error": kernel_error,
                            "_device": device, "_prims": [s[1] for s in steps]}
     names: dict[int, str] = {}
@@ -31,6 +35,16 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
     for k, (fn, _prim, ins, outs, params, multiple, frees) in enumerate(steps):
         glb[f"f{k}"] = fn
         args = [names.get(i, f"s{i}") for i in ins]
+        if k in reuse:
+            dead, form = reuse[k]
+            glb[f"o{k}"] = form
+            body.append(f"        k = {k}")
+            body.append(f"        s{outs[0]} = o{k}({', '.join(args + [f's{dead}'])})")
+            names[outs[0]] = f"s{outs[0]}"
+            dead_names = [f"s{dead}"] + [f"s{i}" for i in frees
+                                         if i not in kept and names.get(i, "").startswith("s")]
+            body.append(f"        del {', '.join(dead_names)}")
+            continue
         for key, value in (params or {}).items():
             glb[f"p{k}_{key}"] = value
             args.append(f"{key}=p{k}_{key}")
@@ -39,7 +53,7 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
         target = ", ".join(f"s{o}" for o in outs) + ("," if multiple and len(outs) == 1 else "") or "_"
         body.append(f"        k = {k}")
         body.append(f"        {target} = f{k}({', '.join(args)})")
-        dead = [f"s{i}" for i in frees if names.get(i, "").startswith("s")]
+        dead = [f"s{i}" for i in frees if i not in kept and names.get(i, "").startswith("s")]
         if dead:
             body.append(f"        del {', '.join(dead)}")
     head = body[:n_inputs]

@@ -101,3 +101,35 @@ def test_single_device_graphs_get_the_generic_plan():
     x = xp.asarray(np.arange(3.0))
     exe = build_executable(trace(lambda v: xp.exp(v) - v, x))
     assert isinstance(exe, PlanExecutable)
+
+
+def _plan_of(c):
+    return c._cache[next(iter(c._cache))][0].executable().plan
+
+
+def test_planned_buffers_are_written_into_and_values_stay():
+    def f(x):
+        y = (x + 1.0) * 2.0 - x
+        return xp.exp(y) * x
+
+    x = xp.asarray(np.linspace(-1, 1, 12).reshape(3, 4))
+    planned, plain = tr.compile(f, passes=["memory"]), tr.compile(f, passes=())
+    np.testing.assert_array_equal(planned(x).numpy(), plain(x).numpy())
+    np.testing.assert_array_equal(planned(x).numpy(), f(x).numpy())
+    plan = _plan_of(planned)
+    assert plan.reuse and not _plan_of(plain).reuse
+    assert f"o{next(iter(plan.reuse))}(" in plan.source()
+
+
+def test_a_buffer_still_seen_through_a_view_is_not_reused():
+    def f(x):
+        y = x * 2.0
+        v = xp.reshape(y, (12,))  # a view of y's buffer on numpy, alive to the end
+        z = (x + 3.0) * 5.0       # same shape as y, whose own var is dead by now
+        return v, z
+
+    x = xp.asarray(np.arange(12.0).reshape(3, 4))
+    v, z = tr.compile(f, passes=["memory"])(x)
+    np.testing.assert_array_equal(v.numpy(), np.arange(12.0) * 2)
+    np.testing.assert_array_equal(z.numpy(), (np.arange(12.0).reshape(3, 4) + 3) * 5)
+    np.testing.assert_array_equal(x.numpy(), np.arange(12.0).reshape(3, 4))  # inputs never written

@@ -53,6 +53,17 @@ class NumpyBackend:
             return _OPERATORS.get(kernel.func, kernel.func)
         return kernel
 
+    def out_kernel(self, name: str, kernel: Any) -> Any:
+        """`fn(*bufs, out)` writing `kernel`'s result into `out`, where the kernel is one ufunc
+        (the same loop, so the same bits): plans write such results into dead buffers."""
+        if (isinstance(kernel, partial) and kernel.keywords == {"out": Ellipsis}
+                and isinstance(kernel.func, np.ufunc) and not kernel.args):
+            uf = kernel.func
+            if uf in (np.maximum, np.minimum):  # NumPy deprecates a positional out for these
+                return lambda *args: uf(*args[:-1], out=args[-1])
+            return uf
+        return None
+
     def claims(self, obj: Any) -> str | None:
         """NumPy arrays are this backend's buffers."""
         return "cpu" if isinstance(obj, np.ndarray) else None
