@@ -236,12 +236,13 @@ def build_plan(graph: Any) -> Plan | None:
     out_slots = {s for s, _ in outputs if s is not None}
     frees = b.checked_frees(out_slots)
     steps = [(*step, fr) for step, fr in zip(b.steps, frees)]
-    reuse = _reuse(b, steps, out_slots, device) if memory is not None else None
+    reuse = _reuse(b, steps, out_slots, device, graph, memory) if memory is not None else None
     return Plan(device, tuple(v.aval for v in graph.inputs), b.template, steps, outputs, reuse)
 
 
-def _reuse(b: _Builder, steps: list, out_slots: set, device: Any) -> dict:
-    """step -> (dead slot, out form): the planned buffers steps write into (plan_reuse.py)."""
+def _reuse(b: _Builder, steps: list, out_slots: set, device: Any, graph: Any, memory: Any) -> dict:
+    """step -> (dead slot, out form, donated?): the planned buffers steps write into
+    (plan_reuse.py); donated inputs only where the backend can tell they are free."""
     out_kernel = getattr(device.backend, "out_kernel", None)
     if out_kernel is None:
         return {}
@@ -249,8 +250,15 @@ def _reuse(b: _Builder, steps: list, out_slots: set, device: Any) -> dict:
 
     forms = [out_kernel(step[1].name, device.kernels.get(step[1]))
              if len(step[3]) == 1 and not step[5] else None for step in steps]
-    protected = out_slots | {i for i, buf in enumerate(b.template) if i not in b.results}
-    return {k: (slot, forms[k]) for k, slot in plan_reuse(steps, b.avals, protected, forms).items()}
+    donated: tuple = ()
+    if getattr(device.backend, "donatable", None) is not None:
+        donated = tuple(i for i in getattr(memory, "donated", ()) if i < len(graph.inputs)
+                        and i not in out_slots)  # an input returned as it is stays the caller's
+        b.avals.update((i, graph.inputs[i].aval) for i in donated)
+    protected = out_slots | {i for i in range(len(b.template))
+                             if i not in b.results and i not in donated}
+    return {k: (slot, forms[k], cond) for k, (slot, cond) in
+            plan_reuse(steps, b.avals, protected, forms, donated).items()}
 
 
 __all__ = ["Plan", "build_plan"]

@@ -16,12 +16,32 @@ from tenferro_core.errors import TenferroError
 from .eager import kernel_error
 
 
+def _holders() -> int:
+    """How many references a run of generated code holds on an input buffer when it asks
+    `donatable` (the input tensor's slot, the `bufs` list, the local and the call's argument):
+    measured on this interpreter with the same code shape, not assumed."""
+    import sys
+
+    glb: dict[str, Any] = {"_count": sys.getrefcount}
+    exec("def run(bufs):\n    s0 = bufs[0]\n    return _count(s0)\n", glb)
+
+    class Holder:
+        __slots__ = ("_buf",)
+
+    h = Holder()
+    h._buf = object()
+    return glb["run"]([t._buf for t in (h,)]) - 1  # minus getrefcount's own argument
+
+
+_HOLDERS = _holders()
+
+
 def generate(steps: list, template: list, n_inputs: int, out_slots: list, device: Any,
              reuse: dict | None = None) -> tuple[Any, str]:
     """(run(bufs) -> [output buffers], its source) for a plan's steps; `reuse` maps a step to
     (the dead slot whose buffer its result is written into, the kernel's out form)."""
     reuse = reuse or {}
-    kept = {slot for slot, _ in reuse.values()}  # freed by the step that writes into them
+    kept = {entry[0] for entry in reuse.values()}  # freed by the step that writes into them
     glb: dict[str, Any] = {"TenferroError": TenferroError, "_kernel_error": kernel_error,
                            "_device": device, "_prims": [s[1] for s in steps]}
     names: dict[int, str] = {}
@@ -36,10 +56,14 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
         glb[f"f{k}"] = fn
         args = [names.get(i, f"s{i}") for i in ins]
         if k in reuse:
-            dead, form = reuse[k]
+            dead, form, donated = reuse[k]
             glb[f"o{k}"] = form
             body.append(f"        k = {k}")
-            body.append(f"        s{outs[0]} = o{k}({', '.join(args + [f's{dead}'])})")
+            call = f"o{k}({', '.join(args + [f's{dead}'])})"
+            if donated:  # the caller's buffer, if nothing but this run holds it
+                glb["_donatable"] = device.backend.donatable
+                call = f"{call} if _donatable(s{dead}, {_HOLDERS}) else f{k}({', '.join(args)})"
+            body.append(f"        s{outs[0]} = {call}")
             names[outs[0]] = f"s{outs[0]}"
             dead_names = [f"s{dead}"] + [f"s{i}" for i in frees
                                          if i not in kept and names.get(i, "").startswith("s")]

@@ -7,8 +7,11 @@ result's shape and dtype whose value is dead, instead of allocating one. Safe at
 level: only buffers the plan's own out-capable steps allocated are reused (never inputs,
 constants or outputs), and a buffer is dead only when every slot that may share its
 memory is (a step without an out form may return a view of its operands, so its results
-join its operands' alias class). Donated inputs are not written into: a NumPy-backed input
-may share memory with the caller's own arrays (zero-copy `asarray`).
+join its operands' alias class). A donated input joins the pool after its last use, on a
+condition checked when the step runs: the backend's ``donatable(buf, holders)`` says whether
+nothing but the executor's own `holders` references hold the buffer (numpy: the array owns
+its memory, is writeable, and its reference count is the executor's), since a NumPy-backed
+input may still be the caller's own array (zero-copy `asarray`).
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ from collections import defaultdict
 from typing import Any
 
 
-def plan_reuse(steps: list, avals: dict, protected: set, out_forms: list) -> dict[int, int]:
-    """{step index: the dead slot it writes into}. `out_forms[k]` is step k's out form or
-    None; `protected` holds slots never written (inputs, constants, graph outputs)."""
+def plan_reuse(steps: list, avals: dict, protected: set, out_forms: list,
+               donated: tuple = ()) -> dict[int, tuple[int, bool]]:
+    """{step index: (the dead slot it writes into, whether only if the buffer is donatable)}.
+    `out_forms[k]` is step k's out form or None; `protected` holds slots never written
+    (graph outputs, and inputs and constants that are not donated); `donated` input slots
+    (with their avals in `avals`) may be written once their last use has passed."""
     parent: dict[int, int] = {}
 
     def find(s: int) -> int:
@@ -41,20 +47,31 @@ def plan_reuse(steps: list, avals: dict, protected: set, out_forms: list) -> dic
     members: dict[int, list[int]] = defaultdict(list)
     for s in end:
         members[find(s)].append(s)
+    donated_set = set(donated) - protected
     blocked = {find(s) for s in protected}
-    released: dict[int, list[int]] = defaultdict(list)  # step -> owned buffers free after it
+    released: dict[int, list[int]] = defaultdict(list)  # step -> reusable buffers free after it
     for root, slots in members.items():
         if root not in blocked:
-            released[max(end[s] for s in slots)] += [s for s in slots if s in owned]
+            released[max(end[s] for s in slots)] += [
+                s for s in slots if s in owned or s in donated_set]
     pool: dict[Any, list[int]] = defaultdict(list)
-    reuse: dict[int, int] = {}
+    reuse: dict[int, tuple[int, bool]] = {}
     for k, step in enumerate(steps):
+        now = released[k]
         if out_forms[k] is not None:
             a = avals[step[3][0]]
-            free = pool[(a.shape, a.dtype)]
-            if free:
-                reuse[k] = free.pop()
-        for s in released[k]:
+            key = (a.shape, a.dtype)
+            # in place first: an operand of exactly the result's shape whose buffer dies here
+            # (a ufunc reads and writes the same elements: exact overlap is safe)
+            here = [s for s in now if s in step[2] and (avals[s].shape, avals[s].dtype) == key]
+            if here:
+                slot = here[-1]
+                now = [s for s in now if s != slot]
+                reuse[k] = (slot, slot in donated_set)
+            elif pool[key]:
+                slot = pool[key].pop()
+                reuse[k] = (slot, slot in donated_set)
+        for s in now:
             pool[(avals[s].shape, avals[s].dtype)].append(s)
     return reuse
 

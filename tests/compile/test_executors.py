@@ -133,3 +133,22 @@ def test_a_buffer_still_seen_through_a_view_is_not_reused():
     np.testing.assert_array_equal(v.numpy(), np.arange(12.0) * 2)
     np.testing.assert_array_equal(z.numpy(), (np.arange(12.0).reshape(3, 4) + 3) * 5)
     np.testing.assert_array_equal(x.numpy(), np.arange(12.0).reshape(3, 4))  # inputs never written
+
+
+def test_a_donated_buffer_holds_the_result_when_nothing_else_holds_it():
+    step = tr.compile(lambda w, g: w - g * 0.1, donate_argnums=0, passes=["memory"])
+    g = xp.asarray(np.ones(4))
+    w = xp.asarray(np.full(4, 2.0))  # its array is held by the tensor alone
+    address = w._buf.ctypes.data
+    out = step(w, g)
+    np.testing.assert_array_equal(out.numpy(), np.full(4, 1.9))
+    assert out._buf.ctypes.data == address  # written in place
+    mine = np.full(4, 2.0)  # the caller still holds the array behind the tensor
+    out = step(xp.asarray(mine), g)
+    np.testing.assert_array_equal(out.numpy(), np.full(4, 1.9))
+    np.testing.assert_array_equal(mine, np.full(4, 2.0))
+    assert not np.shares_memory(out.numpy(), mine)
+    w = xp.asarray(np.full(4, 2.0))
+    view = xp.reshape(w, (2, 2))  # another tensor sees the buffer: not overwritten
+    step(w, g)
+    np.testing.assert_array_equal(view.numpy(), np.full((2, 2), 2.0))

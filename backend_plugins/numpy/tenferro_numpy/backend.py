@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -63,6 +64,13 @@ class NumpyBackend:
                 return lambda *args: uf(*args[:-1], out=args[-1])
             return uf
         return None
+
+    def donatable(self, buf: Any, holders: int) -> bool:
+        """True when a donated input's array may be overwritten: it owns its memory, is
+        writeable, and only the executor's `holders` references hold it (no other tensor,
+        view or NumPy array of the caller's)."""
+        return (type(buf) is np.ndarray and buf.base is None and buf.flags.writeable
+                and sys.getrefcount(buf) - 1 <= holders + 1)
 
     def claims(self, obj: Any) -> str | None:
         """NumPy arrays are this backend's buffers."""
