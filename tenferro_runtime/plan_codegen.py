@@ -42,8 +42,11 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
     (the dead slot whose buffer its result is written into, the kernel's out form)."""
     reuse = reuse or {}
     kept = {entry[0] for entry in reuse.values()}  # freed by the step that writes into them
-    glb: dict[str, Any] = {"TenferroError": TenferroError, "_kernel_error": kernel_error,
-                           "_device": device, "_prims": [s[1] for s in steps]}
+    # __name__: kernels' IEEE warnings (log(0), inf - inf) are as silent here as in eager
+    # evaluation (the warnings filter tenferro_numpy.kernels installs names this module)
+    glb: dict[str, Any] = {"__name__": "tenferro_runtime.plan", "TenferroError": TenferroError,
+                           "_kernel_error": kernel_error, "_device": device,
+                           "_prims": [s[1] for s in steps]}
     names: dict[int, str] = {}
     for i in range(n_inputs):
         names[i] = f"s{i}"
