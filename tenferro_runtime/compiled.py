@@ -284,23 +284,35 @@ class Compiled:
         return parts, tensors
 
     # ---- calls ------------------------------------------------------------------
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key = None
+    def _key(self, args: tuple, kwargs: dict) -> tuple[Any, list]:
+        """(cache key, tensor leaves) of a call."""
         if not (kwargs or self.static_argnums or self.donate_argnums):
             parts: list = []
             tensors: list = []
             try:  # the common call: containers of tensors, keyed in one walk
                 _key_walk(args, parts, tensors)
-                key = tuple(parts)
+                return tuple(parts), tensors
             except _NotPlain:
                 pass
-        if key is None:
-            key, tensors, _ = self._signature(args, kwargs)
+        key, tensors, _ = self._signature(args, kwargs)
+        return key, tensors
+
+    def _entry(self, key: Any, args: tuple, kwargs: dict) -> tuple:
+        """The cached (callee, output rebuilder) for `key`, traced on a miss."""
         entry = self._cache.get(key)
         if entry is None:
             self._cache.misses += 1
             _, tensors, rebuild = self._signature(args, kwargs)
             entry = self._compile(key, tensors, rebuild)
+        else:
+            self._cache.hits += 1
+        return entry
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key, tensors = self._key(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._entry(key, args, kwargs)
         else:
             self._cache.hits += 1
         callee, rebuild_out = entry
@@ -387,8 +399,10 @@ class Compiled:
     def lower(self, *args: Any, **kwargs: Any) -> Graph:
         """The optimized Graph this function runs for these arguments (printable, with the
         call sites of the user's code)."""
-        key, tensors, rebuild = self._signature(args, kwargs)
-        entry = self._cache.get(key) or self._compile(key, tensors, rebuild)
+        key, _ = self._key(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._entry(key, args, kwargs)
         return entry[0].optimized()
 
     def cache_info(self) -> CacheInfo:

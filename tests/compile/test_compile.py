@@ -294,3 +294,11 @@ def test_ieee_special_values_are_as_silent_as_in_eager():
                          env=env)
     assert run.returncode == 0, run.stderr
     assert "Warning" not in run.stderr, run.stderr
+
+
+def test_lower_reads_the_signature_the_call_cached():
+    c = tr.compile(loss)
+    w, x = _t(np.ones((2, 2))), _t(np.ones((3, 2)))
+    c(w, x)
+    assert c.lower(w, x) is c.lower(w, x)
+    assert c.cache_info().misses == 1 and c.cache_info().currsize == 1
