@@ -310,12 +310,7 @@ class Compiled:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key, tensors = self._key(args, kwargs)
-        entry = self._cache.get(key)
-        if entry is None:
-            entry = self._entry(key, args, kwargs)
-        else:
-            self._cache.hits += 1
-        callee, rebuild_out = entry
+        callee, rebuild_out = self._entry(key, args, kwargs)
         if tracing._STACK.get() is tracing.BOTTOM or not tensors:  # concrete values only
             outs = callee.run(tensors)
         else:

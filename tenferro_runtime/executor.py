@@ -14,11 +14,8 @@ import warnings
 from typing import Any
 
 from . import tracing
-from .graph import Graph, eval_graph
-from .plan import build_plan
-from .tensor import Tensor
-
-_new_tensor = object.__new__
+from .graph import Graph, Var, eval_graph
+from .plan import build_plan, wrap_outputs
 
 
 class BackendCompileWarning(UserWarning):
@@ -59,26 +56,15 @@ class BackendExecutable:
     """What a backend's compile(graph, device) returned: a function of input buffers giving
     output buffers, wrapped back into tensors of the graph's output avals."""
 
-    __slots__ = ("fn", "out_avals", "consts_out")
+    __slots__ = ("fn", "wrap")
     kind = "backend"
 
     def __init__(self, fn: Any, graph: Graph):
         self.fn = fn
-        self.out_avals = [getattr(v, "aval", None) for v in graph.outputs]
-        self.consts_out = [None if hasattr(v, "aval") else v for v in graph.outputs]
+        self.wrap = [(v.aval, False) if isinstance(v, Var) else (v, True) for v in graph.outputs]
 
     def run(self, args: tuple) -> list:
-        bufs = self.fn([a._buf for a in args])
-        out = []
-        for buf, aval, const in zip(bufs, self.out_avals, self.consts_out):
-            if aval is None:
-                out.append(const)
-                continue
-            t = _new_tensor(Tensor)
-            t._buf = buf
-            t._aval = aval
-            out.append(t)
-        return out
+        return wrap_outputs(self.fn([a._buf for a in args]), self.wrap)
 
 
 def graph_device(graph: Graph) -> Any:

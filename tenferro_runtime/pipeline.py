@@ -84,7 +84,7 @@ def _check(name: str, before: Graph, after: Any) -> None:
     outs = [_aval(v) for v in before.outputs], [_aval(v) for v in after.outputs]
     if ins[0] != ins[1] or outs[0] != outs[1]:
         raise PluginError(
-            f"compiler pass {name!r} changed the graph's signature from {_sig(*ins[0:1], outs[0])} "
+            f"compiler pass {name!r} changed the graph's signature from {_sig(ins[0], outs[0])} "
             f"to {_sig(ins[1], outs[1])}; a pass must keep inputs and outputs")
 
 

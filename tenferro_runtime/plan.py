@@ -64,16 +64,22 @@ class Plan:
         run = self._run
         if run is None:
             run = self._run = self._generate()[0]
-        results = []
-        for buf, (aval, const) in zip(run([a._buf for a in args]), self._wrap):
-            if const:
-                results.append(aval)
-            else:
-                t = _new_tensor(Tensor)
-                t._buf = buf
-                t._aval = aval
-                results.append(t)
-        return results
+        return wrap_outputs(run([a._buf for a in args]), self._wrap)
+
+
+def wrap_outputs(bufs: Any, wrap: list) -> list:
+    """Output buffers as tensors: `wrap` holds (aval, False) per tensor output, (value, True)
+    per output that is a fixed value (its buffer entry is ignored)."""
+    results = []
+    for buf, (aval, const) in zip(bufs, wrap):
+        if const:
+            results.append(aval)
+        else:
+            t = _new_tensor(Tensor)
+            t._buf = buf
+            t._aval = aval
+            results.append(t)
+    return results
 
 
 def _execute(steps: list, env: list, device: Any) -> None:
@@ -261,4 +267,4 @@ def _reuse(b: _Builder, steps: list, out_slots: set, device: Any, graph: Any, me
             plan_reuse(steps, b.avals, protected, forms, donated).items()}
 
 
-__all__ = ["Plan", "build_plan"]
+__all__ = ["Plan", "build_plan", "wrap_outputs"]
