@@ -15,9 +15,24 @@ from typing import Any
 import numpy as np
 
 from tenferro_runtime.array_api import asarray
+from tenferro_runtime.array_api import sum as _sum
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 
 from .api import jvp, vjp
+
+
+def tape_second_derivative(f: Callable, x: Any) -> Any:
+    """d/dx of sum(d f(x) / dx) by two nested GradientTapes: for an elementwise `f`, its
+    second derivative at each element (how the tape's nesting is checked)."""
+    from .tape import GradientTape
+
+    with GradientTape() as outer:
+        outer.watch(x)
+        with GradientTape() as inner:
+            inner.watch(x)
+            y = f(x)
+        s = _sum(inner.gradient(y, x))
+    return outer.gradient(s, x)
 
 
 def _np(x: Any) -> np.ndarray:

@@ -18,6 +18,7 @@ import pytest
 import tenferro_ad as ad
 import tenferro_numpy.plugin as numpy_plugin
 import tenferro_runtime.runtime as runtime_mod
+from tenferro_ad.testing import tape_second_derivative
 from tenferro_runtime import Runtime, lax, trace, tracing, use_runtime
 from tenferro_runtime import array_api as xp
 
@@ -214,14 +215,7 @@ def _workloads() -> list[Callable[[], Any]]:
         return ad.grad(lambda x: xp.sum(ad.grad(_f)(x)))(xp.asarray(X)).numpy()
 
     def tape():
-        x = xp.asarray(X)
-        with ad.GradientTape() as outer:
-            outer.watch(x)
-            with ad.GradientTape() as inner:
-                inner.watch(x)
-                y = _f(x)
-            g = xp.sum(inner.gradient(y, x))
-        return outer.gradient(g, x).numpy()
+        return tape_second_derivative(_f, xp.asarray(X)).numpy()
 
     def traced():
         return str(trace(lambda x: xp.exp(x) * 2.0 + x, xp.asarray(X))).splitlines()[1:]
