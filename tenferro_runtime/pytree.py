@@ -1,16 +1,20 @@
-"""A small pytree utility: nested tuples, lists, dicts (sorted keys), namedtuples and None.
+"""A small pytree utility: nested tuples, lists, dicts (sorted keys), namedtuples, None and
+the classes registered with `register_pytree_node` (modules, optimizer states, user classes).
 
 Avals, tensors and every other object that is not a container are leaves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
+
+from tenferro_core.errors import ArgumentError
 
 
 class TreeDef(NamedTuple):
-    kind: str          # "leaf", "none", "tuple", "list", "dict", "namedtuple"
-    meta: Any          # dict keys or namedtuple type
+    kind: str          # "leaf", "none", "tuple", "list", "dict", "namedtuple", "custom"
+    meta: Any          # dict keys, namedtuple type, or (registered class, aux data)
     children: tuple
 
     @property
@@ -21,6 +25,26 @@ class TreeDef(NamedTuple):
 
 
 LEAF = TreeDef("leaf", None, ())
+
+# class -> (flatten, unflatten); written only by register_pytree_node
+_NODES: dict[type, tuple[Callable, Callable]] = {}
+
+
+def register_pytree_node(cls: type, flatten: Callable[[Any], tuple[Iterable[Any], Any]],
+                         unflatten: Callable[[Any, list[Any]], Any]) -> None:
+    """Make instances of `cls` pytree nodes (as JAX's `register_pytree_node`).
+
+    `flatten(obj)` returns `(children, aux)`: the children are flattened further, `aux` is
+    hashable static data (it is part of `compile`'s cache key). `unflatten(aux, children)`
+    builds an instance back. Subclasses are not covered: register each class.
+    """
+    if not isinstance(cls, type):
+        raise ArgumentError(f"register_pytree_node: expected a class, got {cls!r}")
+    if cls in (tuple, list, dict, type(None)) or not (callable(flatten) and callable(unflatten)):
+        raise ArgumentError(
+            f"register_pytree_node: expected a class other than the built-in containers and two "
+            f"callables (flatten, unflatten), got {cls.__name__}, {flatten!r}, {unflatten!r}")
+    _NODES[cls] = (flatten, unflatten)
 
 
 def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
@@ -42,6 +66,10 @@ def _flatten(x: Any, leaves: list[Any]) -> TreeDef:
         return _tdef(TreeDef, ("dict", keys, _children([x[k] for k in keys], leaves)))
     if x is None:
         return _NONE
+    node = _NODES.get(t)
+    if node is not None:
+        children, aux = node[0](x)
+        return TreeDef("custom", (t, aux), _children(children, leaves))
     if not isinstance(x, (tuple, list, dict)):  # a leaf (tensors, avals, Python scalars)
         leaves.append(x)
         return LEAF
@@ -57,7 +85,7 @@ def _children(items: Any, leaves: list[Any]) -> tuple:
     """The TreeDefs of a container's items, leaves appended without a call each."""
     out = []
     for c in items:
-        if c is None or isinstance(c, (tuple, list, dict)):
+        if c is None or isinstance(c, (tuple, list, dict)) or type(c) in _NODES:
             out.append(_flatten(c, leaves))
         else:
             leaves.append(c)
@@ -83,6 +111,8 @@ def _build(td: TreeDef, it: Any) -> Any:
         return kids
     if td.kind == "namedtuple":
         return td.meta(*kids)
+    if td.kind == "custom":
+        return _NODES[td.meta[0]][1](td.meta[1], kids)
     return dict(zip(td.meta, kids))
 
 
@@ -105,6 +135,10 @@ def unflattener(treedef: TreeDef) -> Any:
             return f"[{', '.join(kids)}]"
         name = f"g{len(glb)}"
         glb[name] = td.meta
+        if td.kind == "custom":
+            glb[name] = td.meta[1]
+            glb[f"u{name}"] = _NODES[td.meta[0]][1]
+            return f"u{name}({name}, [{', '.join(kids)}])"
         if td.kind == "namedtuple":
             return f"{name}({', '.join(kids)})"
         return f"dict(zip({name}, ({', '.join(kids)}{',' if len(kids) == 1 else ''})))"
@@ -122,4 +156,7 @@ def tree_leaves(tree: Any) -> list[Any]:
     return tree_flatten(tree)[0]
 
 
-__all__ = ["TreeDef", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten", "unflattener"]
+__all__ = [
+    "TreeDef", "register_pytree_node", "tree_flatten", "tree_leaves", "tree_map", "tree_unflatten",
+    "unflattener",
+]
