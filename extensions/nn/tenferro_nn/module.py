@@ -33,6 +33,9 @@ class Module:
 
     training: bool = True
     _buffers: frozenset[str] = frozenset()
+    # state-dict entries PyTorch's equivalent layer has and this one does not need (BatchNorm's
+    # num_batches_tracked): accepted and ignored by load_state_dict
+    _pytorch_only_state: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -101,8 +104,9 @@ class Module:
             raise ArgumentError(f"load_state_dict: expected a mapping of path -> tensor, got "
                                 f"{type(state).__name__}")
         mine = self.state_dict()
+        ignored = {f"{p}.{k}" if p else k for p, m in self.named_modules() for k in m._pytorch_only_state}
         missing = [k for k in mine if k not in state]
-        unexpected = [k for k in state if k not in mine]
+        unexpected = [k for k in state if k not in mine and k not in ignored]
         if strict and (missing or unexpected):
             raise StateDictError(
                 f"load_state_dict into {type(self).__name__}: "

@@ -158,6 +158,22 @@ def test_load_state_dict_in_place_and_strict_errors():
     assert net.inp.bias.numpy().tolist() == [0.0] * 4
 
 
+def test_pytorch_only_state_keys_are_accepted_and_ignored():
+    class Counted(Affine):
+        _pytorch_only_state = ("num_batches_tracked",)
+
+    class Outer(Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = Counted(3, 3)
+
+    m = Outer()
+    sd = {**m.state_dict(), "bn.num_batches_tracked": np.int64(4)}
+    assert m.load_state_dict(sd) == ([], [])
+    with pytest.raises(StateDictError, match=r"unexpected key\(s\) \['num_batches_tracked'\]"):
+        m.load_state_dict({**m.state_dict(), "num_batches_tracked": np.int64(4)})
+
+
 def test_modes_and_conversions():
     net = Net()
     assert net.eval() is net and not any(m.training for m in net.modules())
