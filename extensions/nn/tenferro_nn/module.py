@@ -191,41 +191,70 @@ class _Static:
 
 def flatten_module(m: Module) -> tuple[list[Tensor], tuple]:
     """(unique tensors, hashable structure): the structure records where each leaf sits,
-    so tied tensors come back tied."""
+    so tied tensors come back tied.
+
+    Structure nodes: a tensor is its leaf index (an int); a static value is (type, value) (the
+    type too: 1, 1.0 and True are equal keys); a module is ("m", class, names, nodes); a list,
+    tuple or dict is ("l" | "u", nodes) or ("d", keys, nodes). This runs on every compiled
+    call that takes a module, so the common attributes are handled without a call each.
+    """
     leaves: list[Tensor] = []
     return leaves, _walk(m, leaves, {})
 
 
-def _walk(x: Any, leaves: list, seen: dict[int, int]) -> tuple:
-    if isinstance(x, Tensor):
+_PLAIN = frozenset({int, float, str, bool, type(None)})
+
+
+def _walk(x: Any, leaves: list, seen: dict[int, int]) -> Any:
+    if isinstance(x, Module):
+        d = x.__dict__
+        values = d.values()
+    elif isinstance(x, (list, tuple, dict)):
+        values = x.values() if isinstance(x, dict) else x
+    else:
+        return _leaf(x, leaves, seen)
+    kids = []
+    for v in values:
+        t = type(v)
+        if t is Tensor:
+            i = seen.get(id(v))
+            if i is None:
+                i = seen[id(v)] = len(leaves)
+                leaves.append(v)
+            kids.append(i)
+        elif t in _PLAIN:
+            kids.append((t, v))
+        else:
+            kids.append(_walk(v, leaves, seen))
+    if isinstance(x, Module):
+        return ("m", type(x), tuple(d), tuple(kids))
+    if isinstance(x, dict):
+        return ("d", tuple(x), tuple(kids))
+    return ("l" if isinstance(x, list) else "u", tuple(kids))
+
+
+def _leaf(x: Any, leaves: list, seen: dict[int, int]) -> Any:
+    if isinstance(x, Tensor):  # a tracer
         i = seen.get(id(x))
         if i is None:
             i = seen[id(x)] = len(leaves)
             leaves.append(x)
-        return ("t", i)
-    if isinstance(x, Module):
-        d = x.__dict__
-        return ("m", type(x), tuple(d), tuple([_walk(v, leaves, seen) for v in d.values()]))
-    t = type(x)
-    if t is list or t is tuple:
-        return ("l" if t is list else "u", tuple([_walk(v, leaves, seen) for v in x]))
-    if t is dict:
-        return ("d", tuple(x), tuple([_walk(v, leaves, seen) for v in x.values()]))
+        return i
     try:
         hash(x)
     except TypeError:
-        return ("s", t, _Static(x))
-    return ("s", t, x)  # the type too: 1, 1.0 and True are equal keys
+        return (type(x), _Static(x))
+    return (type(x), x)
 
 
 def unflatten_module(node: tuple, leaves: list) -> Module:
     return _build(node, leaves)
 
 
-def _build(node: tuple, leaves: list) -> Any:
+def _build(node: Any, leaves: list) -> Any:
+    if type(node) is int:
+        return leaves[node]
     kind = node[0]
-    if kind == "t":
-        return leaves[node[1]]
     if kind == "m":
         m = object.__new__(node[1])
         m.__dict__.update(zip(node[2], [_build(n, leaves) for n in node[3]]))
@@ -236,7 +265,7 @@ def _build(node: tuple, leaves: list) -> Any:
         return tuple([_build(n, leaves) for n in node[1]])
     if kind == "d":
         return dict(zip(node[1], [_build(n, leaves) for n in node[2]]))
-    v = node[2]
+    v = node[1]
     return v.value if type(v) is _Static else v
 
 
