@@ -1,4 +1,4 @@
-"""`make demo`'s script runs to the end and shows each part of the tour."""
+"""The feature tour (examples/tour.py) runs to the end and shows each of its parts."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo.py"
+TOUR = Path(__file__).resolve().parents[1] / "examples" / "tour.py"
 
 
-def test_demo_runs():
-    out = subprocess.run([sys.executable, str(DEMO)], capture_output=True, text=True, check=False,
+def test_tour_runs():
+    out = subprocess.run([sys.executable, str(TOUR)], capture_output=True, text=True, check=False,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     for part in ("Array API namespace", "automatic differentiation", "compile:", "CacheInfo(hits=2, misses=1",

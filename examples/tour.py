@@ -1,7 +1,7 @@
 """A short tour of tenferro: devices, the Array API namespace, primitives, AD, the op
 families (einsum, linalg, fft), errors.
 
-Run with `make demo` (which first lists the discovered plugins).
+Run with `.venv/bin/python examples/tour.py` (after `make demo` or `make test` set up `.venv`).
 """
 
 from __future__ import annotations
