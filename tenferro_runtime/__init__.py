@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import array_api, lax, pytree  # noqa: I001  (the namespace needs Tensor, imported through it)
+from . import array_api, lax, pytree, random  # noqa: I001  (the namespace needs Tensor, imported through it)
 from .compiled import compile
 from .dispatch import bind
 from .graph import Graph, eval_graph, trace
@@ -13,6 +13,6 @@ from .tracing import Observer, Trace, Tracer, new_trace
 __version__ = "0.1.0"
 __all__ = [
     "Device", "Graph", "Observer", "Runtime", "Tensor", "Trace", "Tracer", "array_api", "bind", "compile",
-    "default_device", "default_runtime", "eval_graph", "lax", "new_trace", "pytree",
+    "default_device", "default_runtime", "eval_graph", "lax", "new_trace", "pytree", "random",
     "reset_default_runtime", "trace", "use_runtime",
 ]
