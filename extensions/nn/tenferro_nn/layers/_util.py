@@ -1,0 +1,78 @@
+"""Shared by the layers: input checks and errors that name the layer, random keys, dtypes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tenferro_core.errors import ArgumentError, DTypeError, ShapeError, TenferroError, TenferroIndexError
+from tenferro_runtime import random
+from tenferro_runtime.tensor import Tensor
+
+from ..module import Module, check_input, where
+
+_NAMED = "_tenferro_nn_named"
+
+
+def check(module: Module, x: Any, expected: str, **kwargs: Any) -> None:
+    """`check_input`, its error marked as naming the layer already."""
+    try:
+        check_input(module, x, expected, **kwargs)
+    except TenferroError as err:
+        setattr(err, _NAMED, True)
+        raise
+
+
+@contextmanager
+def named_errors(module: Module) -> Iterator[None]:
+    """Prefix a functional op's error with the layer's path (once, at the innermost layer)."""
+    try:
+        yield
+    except (ArgumentError, ShapeError, DTypeError, TenferroIndexError) as err:
+        if getattr(err, _NAMED, False):
+            raise
+        try:
+            new = type(err)(f"{where(module)}: {err}")
+        except Exception:  # an error class with another constructor: keep it as it is
+            raise err from None
+        setattr(new, _NAMED, True)
+        raise new.with_traceback(err.__traceback__) from None
+
+
+def check_floating_input(module: Module, x: Any, expected: str = "of any shape") -> None:
+    check(module, x, expected)
+    if x.dtype.kind != "f":
+        err = DTypeError(f"{where(module)}: expected a real floating input, got {x.dtype}; convert it "
+                         f"with astype(x, float32)")
+        setattr(err, _NAMED, True)
+        raise err
+
+
+def split_key(name: str, key: Any, n: int) -> list[Tensor]:
+    """`n` independent keys from `key` (a constructor's parameters each get one)."""
+    if not isinstance(key, Tensor):
+        raise ArgumentError(f"{name}: key must be a random key for the initial parameters "
+                            f"(key=tenferro_runtime.random.key(seed)), got {type(key).__name__}")
+    keys = random.split(key, n)
+    return [keys[i] for i in range(n)]
+
+
+def float_dtype(name: str, dtype: Any) -> Any:
+    if getattr(dtype, "kind", None) != "f":
+        raise DTypeError(f"{name}: dtype must be a real floating dtype (float32, float64, ...), got {dtype}")
+    return dtype
+
+
+def positive_int(name: str, what: str, v: Any, minimum: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise ArgumentError(f"{name}: {what} must be an int >= {minimum}, got {v!r}")
+    return v
+
+
+def not_negative_int(name: str, what: str, v: Any) -> int:
+    return positive_int(name, what, v, 0)
+
+
+__all__ = ["check", "check_floating_input", "float_dtype", "named_errors",
+           "not_negative_int", "positive_int", "split_key"]

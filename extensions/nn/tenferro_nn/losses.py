@@ -1,0 +1,315 @@
+"""Loss functions with PyTorch's semantics, written with the array namespace, so they trace,
+differentiate (to any order) and compile on every backend.
+
+The class dimension is 1 for inputs of shape (N, C, d1, ...) and 0 for a (C,) input, as in
+`torch.nn.functional`. Targets are either class indices (an integer tensor of the input's shape
+without the class dimension) or class probabilities (a floating tensor of the input's shape).
+A class index out of range is an error when the target is concrete; under tracing (`compile`,
+a differentiated target) it cannot be checked and such an entry contributes nothing, like an
+ignored one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenferro_ad import stop_gradient
+from tenferro_core.errors import ArgumentError, DTypeError, ShapeError, TenferroIndexError
+from tenferro_runtime import array_api as xp
+from tenferro_runtime.tensor import Tensor
+
+from .module import Module
+
+REDUCTIONS = ("none", "mean", "sum")
+
+
+# ---- argument checks ------------------------------------------------------------------------
+def _reduction(fn: str, reduction: Any) -> str:
+    if reduction not in REDUCTIONS:
+        raise ArgumentError(f"{fn}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    return reduction
+
+
+def _tensor(fn: str, what: str, x: Any) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise ArgumentError(f"{fn}: {what} must be a tenferro Tensor, got {type(x).__name__}; "
+                            f"convert it with array_api.asarray")
+    return x
+
+
+def _floating(fn: str, what: str, x: Any) -> Tensor:
+    x = _tensor(fn, what, x)
+    if x.dtype.kind != "f":
+        raise DTypeError(f"{fn}: {what} must be a real floating tensor, got {x.dtype}; "
+                         f"convert it with astype(x, float32)")
+    return x
+
+
+def _same_dtype(fn: str, what: str, x: Tensor, like: Tensor) -> None:
+    if x.dtype is not like.dtype:
+        raise DTypeError(f"{fn}: {what} is {x.dtype} but the input is {like.dtype}; expected the "
+                         f"input's dtype (convert with astype({what}, {like.dtype}))")
+
+
+def _class_weight(fn: str, weight: Any, logits: Tensor, cdim: int) -> Tensor | None:
+    """The class weights (C,) reshaped to broadcast along the class dimension."""
+    if weight is None:
+        return None
+    w = _floating(fn, "weight", weight)
+    c = logits.shape[cdim]
+    if w.shape != (c,):
+        raise ShapeError(f"{fn}: weight must have shape ({c},), one entry per class, got "
+                         f"{list(w.shape)}")
+    _same_dtype(fn, "weight", w, logits)
+    return xp.reshape(w, (c,) + (1,) * (logits.ndim - cdim - 1))
+
+
+def _class_dim(fn: str, x: Tensor) -> int:
+    if x.ndim == 0:
+        raise ShapeError(f"{fn}: expected input of shape (C,) or (N, C, d1, ...), got a 0-d tensor")
+    return 0 if x.ndim == 1 else 1
+
+
+def _check_indices(fn: str, target: Tensor, logits: Tensor, cdim: int, ignore_index: int) -> None:
+    want = logits.shape[:cdim] + logits.shape[cdim + 1:]
+    if target.shape != want:
+        raise ShapeError(
+            f"{fn}: expected a target of shape {list(want)} (class indices) or {list(logits.shape)} "
+            f"(class probabilities) for input of shape {list(logits.shape)}, got {list(target.shape)}")
+    if target.dtype.kind not in "iu":
+        raise DTypeError(f"{fn}: a target of class indices must be an integer tensor, got "
+                         f"{target.dtype}")
+    if type(target) is Tensor and target.size:  # concrete: check the range
+        c = logits.shape[cdim]
+        bad = xp.logical_and(target != ignore_index, xp.logical_or(target < 0, target >= c))
+        if bool(xp.any(bad)):
+            first = int(xp.reshape(target, (-1,))[int(xp.argmax(xp.reshape(bad, (-1,))))])
+            raise TenferroIndexError(
+                f"{fn}: target class {first} is out of bounds for {c} classes; expected indices "
+                f"in [0, {c}) or ignore_index={ignore_index}")
+
+
+# ---- building blocks ------------------------------------------------------------------------
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """log(softmax(x)) along `axis`, shifted by the (constant) maximum so large logits stay
+    finite; exact derivatives of every order."""
+    m = stop_gradient(xp.max(x, axis=axis, keepdims=True))
+    s = x - m
+    return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
+
+
+def _reduce(loss: Tensor, reduction: str, denom: Any = None) -> Tensor:
+    if reduction == "none":
+        return loss
+    total = xp.sum(loss)
+    if reduction == "sum":
+        return total
+    return total / (loss.size if denom is None else denom)
+
+
+def _nll_parts(logp: Tensor, target: Tensor, w: Tensor | None, ignore_index: int,
+               cdim: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(-w[y] logp[y] per element, w[y] per element (0 where ignored), not-ignored mask)."""
+    c = logp.shape[cdim]
+    valid = target != ignore_index
+    classes = xp.reshape(xp.arange(c, dtype=target.dtype, device=target.device),
+                         (c,) + (1,) * (logp.ndim - cdim - 1))
+    hit = xp.logical_and(xp.expand_dims(target, axis=cdim) == classes,
+                         xp.expand_dims(valid, axis=cdim))
+    picked = xp.sum(xp.where(hit, logp, 0.0), axis=cdim)
+    if w is None:
+        wy = xp.astype(valid, logp.dtype)
+        return -picked, wy, valid
+    wy = xp.sum(xp.where(hit, w, 0.0), axis=cdim)
+    return -(wy * picked), wy, valid
+
+
+def nll_loss(input: Tensor, target: Tensor, *, weight: Tensor | None = None, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class-index targets given log-probabilities `input`
+    (torch.nn.functional.nll_loss): the weighted mean divides by the sum of the targets'
+    weights."""
+    fn = "nll_loss"
+    _reduction(fn, reduction)
+    logp = _floating(fn, "input", input)
+    cdim = _class_dim(fn, logp)
+    target = _tensor(fn, "target", target)
+    _check_indices(fn, target, logp, cdim, ignore_index)
+    w = _class_weight(fn, weight, logp, cdim)
+    loss, wy, _ = _nll_parts(logp, target, w, ignore_index, cdim)
+    return _reduce(loss, reduction, xp.sum(wy))
+
+
+def cross_entropy(input: Tensor, target: Tensor, *, weight: Tensor | None = None,
+                  ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Cross entropy of logits `input` against class indices or class probabilities
+    (torch.nn.functional.cross_entropy, including how class weights, ignore_index and label
+    smoothing combine), computed from a max-shifted log-softmax."""
+    fn = "cross_entropy"
+    _reduction(fn, reduction)
+    logits = _floating(fn, "input", input)
+    cdim = _class_dim(fn, logits)
+    target = _tensor(fn, "target", target)
+    if not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
+        raise ArgumentError(f"{fn}: label_smoothing must be a float in [0, 1], got {label_smoothing!r}")
+    eps = float(label_smoothing)
+    c = logits.shape[cdim]
+    if target.shape == logits.shape:
+        return _cross_entropy_probs(fn, logits, target, weight, reduction, eps, cdim)
+    _check_indices(fn, target, logits, cdim, ignore_index)
+    w = _class_weight(fn, weight, logits, cdim)
+    logp = log_softmax(logits, axis=cdim)
+    loss, wy, valid = _nll_parts(logp, target, w, ignore_index, cdim)
+    denom = xp.sum(wy)
+    nll = _reduce(loss, reduction, denom)
+    if eps == 0.0:
+        return nll
+    smooth = -xp.sum(logp if w is None else logp * w, axis=cdim)
+    smooth = xp.where(valid, smooth, 0.0)
+    return (1.0 - eps) * nll + _reduce(smooth, reduction, denom) * (eps / c)
+
+
+def _cross_entropy_probs(fn: str, logits: Tensor, target: Tensor, weight: Any, reduction: str,
+                         eps: float, cdim: int) -> Tensor:
+    if target.dtype.kind != "f":
+        raise DTypeError(f"{fn}: a target of the input's shape holds class probabilities and must be "
+                         f"floating, got {target.dtype}; for class indices give shape "
+                         f"{list(logits.shape[:cdim] + logits.shape[cdim + 1:])}")
+    _same_dtype(fn, "target", target, logits)
+    c = logits.shape[cdim]
+    w = _class_weight(fn, weight, logits, cdim)
+    if eps > 0.0:
+        target = target * (1.0 - eps) + eps / c
+    prod = log_softmax(logits, axis=cdim) * target
+    if w is not None:
+        prod = prod * w
+    if reduction == "none":
+        return -xp.sum(prod, axis=cdim)
+    total = -xp.sum(prod)
+    return total if reduction == "sum" else total / (logits.size // c)
+
+
+def mse_loss(input: Tensor, target: Tensor, *, reduction: str = "mean") -> Tensor:
+    """Squared error (input - target)**2, reduced. Unlike PyTorch (which warns and
+    broadcasts) a target of another shape is an error."""
+    fn = "mse_loss"
+    _reduction(fn, reduction)
+    x = _floating(fn, "input", input)
+    t = _floating(fn, "target", target)
+    if t.shape != x.shape:
+        raise ShapeError(f"{fn}: target must have the input's shape {list(x.shape)}, got {list(t.shape)}")
+    _same_dtype(fn, "target", t, x)
+    d = x - t
+    return _reduce(d * d, reduction)
+
+
+def _broadcastable(fn: str, what: str, w: Any, x: Tensor) -> Tensor:
+    w = _floating(fn, what, w)
+    _same_dtype(fn, what, w, x)
+    ok = w.ndim <= x.ndim and all(a in (1, b) for a, b in zip(w.shape[::-1], x.shape[::-1]))
+    if not ok:
+        raise ShapeError(f"{fn}: {what} of shape {list(w.shape)} does not broadcast to the input's "
+                         f"shape {list(x.shape)}")
+    return w
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     pos_weight: Tensor | None = None, *,
+                                     reduction: str = "mean") -> Tensor:
+    """Binary cross entropy of logits (torch's formula (1 - t) x + lw softplus(-x) with
+    lw = 1 + (pos_weight - 1) t), softplus written as max(-x, 0) + log1p(exp(-|x|)), so
+    it is finite for any logit."""
+    fn = "binary_cross_entropy_with_logits"
+    _reduction(fn, reduction)
+    x = _floating(fn, "input", input)
+    t = _floating(fn, "target", target)
+    if t.shape != x.shape:
+        raise ShapeError(f"{fn}: target must have the input's shape {list(x.shape)}, got {list(t.shape)}")
+    _same_dtype(fn, "target", t, x)
+    pos = x >= 0
+    softplus_neg = xp.where(pos, 0.0, -x) + xp.log1p(xp.exp(xp.where(pos, -x, x)))
+    if pos_weight is None:
+        loss = (1.0 - t) * x + softplus_neg
+    else:
+        pw = _broadcastable(fn, "pos_weight", pos_weight, x)
+        loss = (1.0 - t) * x + ((pw - 1.0) * t + 1.0) * softplus_neg
+    if weight is not None:
+        loss = loss * _broadcastable(fn, "weight", weight, x)
+    return _reduce(loss, reduction)
+
+
+# ---- modules --------------------------------------------------------------------------------
+class _Loss(Module):
+    def __init__(self, reduction: str) -> None:
+        super().__init__()
+        self.reduction = _reduction(type(self).__name__, reduction)
+
+    def _buffer(self, name: str, value: Any) -> None:
+        """A tensor option (class weights) is a buffer: saved and compiled, never trained."""
+        if value is None:
+            setattr(self, name, None)
+        else:
+            self.register_buffer(name, _floating(type(self).__name__, name, value))
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}"
+
+
+class CrossEntropyLoss(_Loss):
+    """`cross_entropy` as a module; `weight` is a buffer."""
+
+    def __init__(self, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0) -> None:
+        super().__init__(reduction)
+        self._buffer("weight", weight)
+        self.ignore_index = int(ignore_index)
+        self.label_smoothing = float(label_smoothing)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                             reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class NLLLoss(_Loss):
+    """`nll_loss` as a module; `weight` is a buffer."""
+
+    def __init__(self, weight: Tensor | None = None, ignore_index: int = -100,
+                 reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        self._buffer("weight", weight)
+        self.ignore_index = int(ignore_index)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                        reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    """`mse_loss` as a module."""
+
+    def __init__(self, reduction: str = "mean") -> None:
+        super().__init__(reduction)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return mse_loss(input, target, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """`binary_cross_entropy_with_logits` as a module; `weight` and `pos_weight` are buffers."""
+
+    def __init__(self, weight: Tensor | None = None, reduction: str = "mean",
+                 pos_weight: Tensor | None = None) -> None:
+        super().__init__(reduction)
+        self._buffer("weight", weight)
+        self._buffer("pos_weight", pos_weight)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return binary_cross_entropy_with_logits(input, target, self.weight, self.pos_weight,
+                                                reduction=self.reduction)
+
+
+__all__ = [
+    "BCEWithLogitsLoss", "CrossEntropyLoss", "MSELoss", "NLLLoss", "REDUCTIONS",
+    "binary_cross_entropy_with_logits", "cross_entropy", "log_softmax", "mse_loss", "nll_loss",
+]
