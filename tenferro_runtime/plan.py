@@ -104,6 +104,23 @@ def _execute(steps: list, env: list, device: Any) -> None:
             env[i] = None
 
 
+def _decomposed(prim: Any, in_avals: tuple) -> Any:
+    """A kernel running `prim`'s decomposition (an extension op without a kernel on this
+    device) on buffers, evaluated eagerly below any observer as node-by-node evaluation does."""
+    from . import tracing
+
+    def kernel(*bufs: Any, **params: Any) -> Any:
+        token = tracing._STACK.set(tracing.BOTTOM)
+        try:
+            out = prim.decomposition(*[Tensor._new(b, a) for b, a in zip(bufs, in_avals)], **params)
+        finally:
+            tracing._STACK.reset(token)
+        return [o._buf for o in out] if prim.multiple_results else out._buf
+
+    kernel.__name__ = f"decomposition of {prim.name}"
+    return kernel
+
+
 class _Builder:
     """Accumulates a plan's slots and steps, inlining `fused` and `call` nodes without a kernel."""
 
@@ -150,6 +167,8 @@ class _Builder:
                 fn = device.dispatch(prim, *in_avals)[0]
         except (TenferroError, TypeError):  # node-by-node evaluation raises it where it belongs
             fn = None
+        if fn is None and prim.decomposition is not None and not prim.effects:
+            fn = _decomposed(prim, in_avals)
         if fn is None:
             return self.inline(node, slots)
         outs = []

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tenferro_core import dtypes as D
 from tenferro_core.energy import EnergyTelemetry, EstimatedTelemetry, RaplTelemetry
@@ -120,3 +122,25 @@ def test_estimated_telemetry_when_rapl_is_unreadable(monkeypatch):
 def test_bfloat16_is_a_dtype_error(make):
     with pytest.raises(DTypeError, match="bfloat16"):
         make()
+
+
+@settings(max_examples=40)
+@given(outer=st.lists(st.integers(1, 9), min_size=1, max_size=3),
+       window=st.lists(st.integers(1, 4), min_size=1, max_size=2), strided=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64, np.int16, np.bool_]), seed=st.integers(0, 2**16))
+def test_reductions_over_few_elements_per_output_match_numpy(outer, window, strided, dtype, seed):
+    """Pooling-like reductions (a few elements per output of a large array) combine slices
+    elementwise; the result is NumPy's (NaN included), on strided inputs too."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal([128 if strided else 64, *outer, *window]) * 3
+    a = a > 0 if dtype == np.bool_ else a.astype(dtype)
+    if a.dtype.kind == "f":
+        a.flat[rng.integers(0, a.size, 5)] = np.nan
+    if strided:
+        a = a[::2]
+    axes = tuple(range(a.ndim - len(window), a.ndim))
+    ops = ({"all": lax.reduce_and, "any": lax.reduce_or} if dtype == np.bool_
+           else {"max": lax.reduce_max, "min": lax.reduce_min})
+    for name, reduce_ in ops.items():
+        got = reduce_(xp.asarray(a), axes=axes).numpy()
+        np.testing.assert_array_equal(got, getattr(np, name)(a, axis=axes))
