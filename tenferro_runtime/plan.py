@@ -167,7 +167,8 @@ class _Builder:
                 fn = device.dispatch(prim, *in_avals)[0]
         except (TenferroError, TypeError):  # node-by-node evaluation raises it where it belongs
             fn = None
-        if fn is None and prim.decomposition is not None and not prim.effects:
+        decomposable = prim.decomposition is not None and not prim.effects
+        if fn is None and decomposable and not hasattr(prim, "graph_of"):  # graph prims are inlined
             fn = _decomposed(prim, in_avals)
         if fn is None:
             return self.inline(node, slots)

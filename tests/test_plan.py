@@ -61,7 +61,7 @@ def test_non_contiguous_inputs_and_constant_folding():
     assert len(graph.plan.steps) == 1  # exp of the constant ran once, when the plan was built
 
 
-def test_no_plan_where_a_node_has_no_kernel():
+def test_a_node_without_a_kernel_is_a_step_running_its_decomposition():
     twice = Primitive("testplan.twice.v1", lambda a: (a.shape, a.dtype), family=True,
                       decomposition=lambda a: lax.add(a, a))
 
@@ -77,7 +77,9 @@ def test_no_plan_where_a_node_has_no_kernel():
     with use_runtime(Runtime([numpy_plugin, Plugin()])):
         x = xp.asarray([1.0, 2.0])
         graph = trace(lambda v: twice.bind(v) * 3.0, x)
-        assert build_plan(graph) is None
+        plan = build_plan(graph)
+        assert [s[1].name for s in plan.steps] == ["testplan.twice.v1", "mul"]
+        np.testing.assert_array_equal(plan.run((x,))[0].numpy(), [6.0, 12.0])
         np.testing.assert_array_equal(eval_graph(graph, x)[0].numpy(), [6.0, 12.0])
 
 
