@@ -34,7 +34,7 @@ from .executor import build_executable
 from .graph import Graph, GraphTrace, trace
 from .graph_prims import call_p
 from .pipeline import PassSpec, optimize
-from .pytree import tree_flatten, tree_unflatten, unflattener
+from .pytree import _NODES, tree_flatten, tree_unflatten, unflattener
 from .tensor import Tensor
 
 log = logging.getLogger("tenferro_runtime.compile")
@@ -420,9 +420,10 @@ _TUPLE, _LIST, _DICT, _NONE = "tuple", "list", "dict", None
 
 def _key_walk(x: Any, key: list, leaves: list) -> None:
     """Append `x`'s structure and tensor avals to `key` and its tensors to `leaves` (in
-    tree_flatten's order), for tuples, lists, dicts, None and tensors; raise _NotPlain for
-    anything else. The key is prefix-free: containers add a marker and their size (dicts
-    their keys), tensors their aval."""
+    tree_flatten's order), for tuples, lists, dicts, None, tensors and registered pytree nodes;
+    raise _NotPlain for anything else. The key is prefix-free: containers add a marker and
+    their size (dicts their keys, registered nodes their class and aux data), tensors their
+    aval."""
     t = type(x)
     if t is tuple or t is list:
         key.append(_TUPLE if t is tuple else _LIST)
@@ -440,6 +441,11 @@ def _key_walk(x: Any, key: list, leaves: list) -> None:
         key.append(x._aval)
         leaves.append(x)
         return
+    elif t in _NODES:
+        items, aux = _NODES[t][0](x)
+        key.append(t)
+        key.append(aux)
+        key.append(len(items))
     else:
         raise _NotPlain
     for c in items:

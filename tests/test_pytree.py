@@ -105,3 +105,8 @@ def test_registered_nodes_pass_through_grad_and_compile():
     assert swap.cache_info().hits == 1
     swap(Pair(a, b, "u"))
     assert swap.cache_info().misses == 2  # the static tag is part of the signature
+    scaled = compile(lambda p: p.a * p.b)  # a Python number among the children: a static leaf
+    assert scaled(Pair(a, 3, "t")).numpy().tolist() == [3.0, 6.0]
+    assert scaled(Pair(a, 3, "t")).numpy().tolist() == [3.0, 6.0]
+    assert scaled(Pair(a, 4, "t")).numpy().tolist() == [4.0, 8.0]
+    assert (scaled.cache_info().hits, scaled.cache_info().misses) == (1, 2)
