@@ -190,16 +190,21 @@ def _cross_entropy_probs(fn: str, logits: Tensor, target: Tensor, weight: Any, r
     return total if reduction == "sum" else total / (logits.size // c)
 
 
-def mse_loss(input: Tensor, target: Tensor, *, reduction: str = "mean") -> Tensor:
-    """Squared error (input - target)**2, reduced. Unlike PyTorch (which warns and
-    broadcasts) a target of another shape is an error."""
-    fn = "mse_loss"
+def _input_and_target(fn: str, input: Any, target: Any, reduction: str) -> tuple[Tensor, Tensor]:
+    """Checked floating input and a target of its shape and dtype (elementwise losses)."""
     _reduction(fn, reduction)
     x = _floating(fn, "input", input)
     t = _floating(fn, "target", target)
     if t.shape != x.shape:
         raise ShapeError(f"{fn}: target must have the input's shape {list(x.shape)}, got {list(t.shape)}")
     _same_dtype(fn, "target", t, x)
+    return x, t
+
+
+def mse_loss(input: Tensor, target: Tensor, *, reduction: str = "mean") -> Tensor:
+    """Squared error (input - target)**2, reduced. Unlike PyTorch (which warns and
+    broadcasts) a target of another shape is an error."""
+    x, t = _input_and_target("mse_loss", input, target, reduction)
     d = x - t
     return _reduce(d * d, reduction)
 
@@ -221,12 +226,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     lw = 1 + (pos_weight - 1) t), softplus written as max(-x, 0) + log1p(exp(-|x|)), so
     it is finite for any logit."""
     fn = "binary_cross_entropy_with_logits"
-    _reduction(fn, reduction)
-    x = _floating(fn, "input", input)
-    t = _floating(fn, "target", target)
-    if t.shape != x.shape:
-        raise ShapeError(f"{fn}: target must have the input's shape {list(x.shape)}, got {list(t.shape)}")
-    _same_dtype(fn, "target", t, x)
+    x, t = _input_and_target(fn, input, target, reduction)
     pos = x >= 0
     softplus_neg = xp.where(pos, 0.0, -x) + xp.log1p(xp.exp(xp.where(pos, -x, x)))
     if pos_weight is None:
