@@ -1,10 +1,75 @@
-"""The energy telemetry contract and the meters that need no plugin."""
+"""The energy contracts: a backend's `EnergyTelemetry`, and `Meter`s, the plugins that read
+energy counters (NVML, RAPL) or estimate it (cost model x device profile), with the values
+they return (`Reading`, `MeterStatus`) and their error (`MeterError`). DESIGN.md section 8.
+
+Every reading says its source (one of `SOURCES`) and whether it is approximate; a meter that
+cannot read says why (`MeterStatus.reason`, `MeterError`) instead of returning 0.
+"""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+from .errors import TenferroError
+
+SOURCES = ("nvml", "rapl", "power x time", "estimate")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A meter's cumulative energy counter for one device at `time` (perf_counter seconds):
+    joules since the meter's own origin, never decreasing (wraparound already handled).
+    `approximate` marks values not read from a counter that had updated (power x time over a
+    window shorter than the counter's update period, say); `note` says how."""
+
+    joules: float
+    time: float
+    source: str
+    approximate: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class MeterStatus:
+    """What a meter can read on this machine: `available`, else `reason` (permissions, no
+    such counter, library missing); `domains` it measures (e.g. ("package-0", "dram"))."""
+
+    name: str
+    source: str
+    available: bool
+    reason: str = ""
+    domains: tuple[str, ...] = ()
+
+
+class MeterError(TenferroError, RuntimeError):
+    """A meter could not be read, or returned garbage (negative, NaN, a decreasing counter);
+    accounting then labels the region and falls back to the next meter or the estimate."""
+
+
+@runtime_checkable
+class Meter(Protocol):
+    """An energy meter registered by a plugin (``registry.add_meter(name, meter)``).
+
+    `covers(device)` says whether it measures that device (a `tenferro_runtime.Device`: RAPL
+    covers every CPU device, NVML ``torch:cuda:N``); `read(device)` returns the cumulative
+    counter of the domain covering it, or raises `MeterError`; `update_period` is how often the
+    counter moves (s), so shorter windows are extended or labelled approximate; `priority`
+    orders meters covering the same device (higher first; the estimate is lowest).
+    """
+
+    name: str
+    source: str
+    update_period: float
+    priority: int
+
+    def covers(self, device: Any) -> bool: ...
+
+    def probe(self) -> MeterStatus: ...
+
+    def read(self, device: Any) -> Reading: ...
 
 
 @runtime_checkable

@@ -44,8 +44,8 @@ class Registration:
     """What one plugin registered, staged until the runtime commits it.
 
     Only what the runtime consumes is accepted: a registration nothing would use (a rule
-    kind outside RULE_KINDS, a meter) is a PluginError, never stored and ignored. `meters`
-    stays empty until meters are read.
+    kind outside RULE_KINDS, an object that is no `Meter`) is a PluginError, never stored and
+    ignored.
     """
 
     source: str
@@ -130,11 +130,19 @@ class Registration:
         self.passes.append((name, fn, float(position)))
 
     def add_meter(self, name: str, meter: Any) -> None:
-        """Not accepted yet: nothing reads plugin meters, so registering one is an error."""
-        raise self._bad(
-            f"meters are not consumed yet by this version of tenferro; meter {name!r} would never "
-            f"be read, so it is refused: report energy through the backend's telemetry(device)"
-        )
+        """Register an energy meter (`tenferro_core.energy.Meter`): energy accounting reads
+        the available meter of highest priority covering each device, else the estimate."""
+        from .energy import SOURCES, Meter
+
+        if not isinstance(name, str) or not name.isidentifier():
+            raise self._bad(f"add_meter expects a meter name that is an identifier, got {name!r}")
+        if not isinstance(meter, Meter):
+            raise self._bad(
+                f"add_meter({name!r}): expected a tenferro_core.energy.Meter (name, source, "
+                f"update_period, priority, covers, probe, read), got {type(meter).__name__}")
+        if meter.source not in SOURCES:
+            raise self._bad(f"add_meter({name!r}): source must be one of {SOURCES}, got {meter.source!r}")
+        self.meters.append((name, meter))
 
     def add_namespace(self, name: str, module: Any) -> None:
         """Expose `module` as ``array_api.<name>`` (the standard's linalg / fft extensions)."""

@@ -207,6 +207,10 @@ class Runtime:
         for n, _ in reg.namespaces:
             if n in self.namespaces:
                 raise PluginError(f"namespace array_api.{n} is registered twice (again by {src})")
+        meter_names = [n for n, _ in reg.meters]
+        for n in meter_names:
+            if n in self.meters or meter_names.count(n) > 1:
+                raise PluginError(f"meter {n!r} is registered twice (again by {src})")
         pass_names = [n for n, _, _ in reg.passes]
         for n, _, _ in reg.passes:
             if n in self.passes or pass_names.count(n) > 1:

@@ -236,10 +236,37 @@ def test_cost_rules_are_accepted():
     assert rt.reports[1].ok and rt.rule("cost", catalog.add) is len
 
 
-def test_meters_are_refused():
-    rt = Runtime([numpy_plugin, hook_plugin("extra", lambda r: r.add_meter("rapl", object()))])
-    assert "PluginError" in rt.reports[1].error and "meters are not consumed yet" in rt.reports[1].error
-    assert not rt.meters
+class _Meter:
+    name, source, update_period, priority = "fake", "rapl", 0.001, 10
+
+    def covers(self, device):
+        return True
+
+    def probe(self):
+        from tenferro_core.energy import MeterStatus
+
+        return MeterStatus(self.name, self.source, True)
+
+    def read(self, device):
+        from tenferro_core.energy import Reading
+
+        return Reading(1.0, 0.0, self.source)
+
+
+def test_meters_register_and_bad_ones_are_refused():
+    meter = _Meter()
+    rt = Runtime([numpy_plugin, hook_plugin("extra", lambda r: r.add_meter("fake", meter))])
+    assert rt.reports[1].ok and rt.meters == {"fake": meter} and "meter fake" in rt.reports[1].registered
+    for bad, why in ((object(), "expected a tenferro_core.energy.Meter"), ("x", "expected a tenferro_core")):
+        rt = Runtime([numpy_plugin, hook_plugin("extra", lambda r, b=bad: r.add_meter("m", b))])
+        assert "PluginError" in rt.reports[1].error and why in rt.reports[1].error and not rt.meters
+    wrong = _Meter()
+    wrong.source = "guess"
+    rt = Runtime([numpy_plugin, hook_plugin("extra", lambda r: r.add_meter("m", wrong))])
+    assert "source must be one of" in rt.reports[1].error
+    rt = Runtime([numpy_plugin, hook_plugin("a", lambda r: r.add_meter("m", meter)),
+                  hook_plugin("b", lambda r: r.add_meter("m", meter))])
+    assert rt.reports[1].ok and "registered twice" in rt.reports[2].error
 
 
 def test_passes_register_with_a_position_and_clashes_are_reported():
