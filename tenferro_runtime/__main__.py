@@ -1,4 +1,5 @@
-"""``python -m tenferro_runtime plugins``: what was discovered, registered, and what failed.
+"""``python -m tenferro_runtime plugins``: what was discovered, registered, and what failed;
+``python -m tenferro_runtime energy``: the energy meters and what each can read here.
 
 It exits 1 when a plugin failed to load or register, or two distributions claim one
 entry-point name (the listing is printed all the same), so CI can run it as a check.
@@ -41,9 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plugins", help="list discovered plugins, what they registered and failures")
     p.add_argument("-v", "--verbose", action="store_true", help="show full tracebacks of failures")
+    sub.add_parser("energy", help="list energy meters, what each can read here, and why not")
     args = parser.parse_args(argv)
     if args.command == "plugins":
         return _plugins(args.verbose)
+    if args.command == "energy":
+        from .energy.cli import main as energy
+
+        return energy()
     return 2
 
 
