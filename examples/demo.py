@@ -1,7 +1,8 @@
 """Train a small CNN on scikit-learn's bundled digits (8x8 images, 1,797 samples) with
 tenferro-nn: a compiled train step (forward, backward and Adam update in one graph), a
-shuffling data loader, a progress bar, then save the model, load it into a fresh one and
-check that it gives the same test accuracy.
+shuffling data loader, a progress bar, the energy of each epoch (measured where a meter can
+read, else estimated, and labelled), then save the model, load it into a fresh one and check
+that it gives the same test accuracy.
 
 Run with `make demo`. Options: `--device torch:cpu`, `--epochs N`, `--out PATH`.
 """
@@ -21,6 +22,8 @@ import tenferro_nn as nn
 from tenferro_ad import value_and_grad
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import compile, default_device, random
+from tenferro_runtime.energy import measure
+from tenferro_runtime.energy.report import plot, table
 
 
 def digits(seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -85,21 +88,27 @@ def run(args: argparse.Namespace) -> None:
         return float(np.mean(np.asarray(predict(m, xp.asarray(x_test))) == y_test))
 
     bar = tqdm(range(args.epochs), desc="training", unit="epoch")
+    epochs = []
     for epoch in bar:
         model.train()
         losses, correct, seen = [], 0, 0
-        for i, (x, y) in enumerate(loader):
-            model, state, loss, hits = step(model, state, x, y, random.fold_in(k_drop, epoch * 1000 + i))
-            losses.append(float(loss))
-            correct += int(hits)
-            seen += y.shape[0]
+        with measure(f"epoch {epoch + 1}", kind="epoch") as energy:
+            for i, (x, y) in enumerate(loader):
+                model, state, loss, hits = step(model, state, x, y, random.fold_in(k_drop, epoch * 1000 + i))
+                losses.append(float(loss))
+                correct += int(hits)
+                seen += y.shape[0]
+        epochs.append(energy)
         model.eval()
         test_acc = accuracy(model)
         bar.set_postfix(loss=f"{np.mean(losses):.4f}", train_acc=f"{correct / seen:.3f}",
                         test_acc=f"{test_acc:.3f}")
         tqdm.write(f"epoch {epoch + 1:>2}: loss {np.mean(losses):.4f}  train accuracy {correct / seen:.3f}  "
-                   f"test accuracy {test_acc:.3f}")
+                   f"test accuracy {test_acc:.3f}  energy {energy.joules:.3g} J ({energy.sources})")
     print(f"compiled train step: {step.cache_info()}")
+    print(f"\nenergy per epoch\n{table(epochs)}")
+    figure = plot(epochs, Path(args.out).with_name("energy.png"), title="digits CNN training energy")
+    print(f"energy plot: {figure}")
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

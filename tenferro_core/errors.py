@@ -74,7 +74,17 @@ class PluginError(TenferroError, RuntimeError):
 
 
 class EnergyBudgetExceeded(TenferroError, RuntimeError):
-    """An `energy_budget` region used more energy than allowed."""
+    """An `energy_budget` region used more energy than allowed (or drew more power): `spent`
+    (joules, or watts when `unit` is "W"), the `budget` it crossed and `where` it stopped (the
+    op or optimizer step that was refused)."""
+
+    def __init__(self, message: str, spent: float | None = None, budget: float | None = None,
+                 where: str | None = None, unit: str = "J"):
+        super().__init__(message)
+        self.spent = spent
+        self.budget = budget
+        self.where = where
+        self.unit = unit
 
 
 __all__ = [

@@ -2,8 +2,9 @@
 
 It hands the primitive to the highest-level transformation among the operands'
 tracers in this context's interpreter stack (tracing.py), or to the eager
-interpreter at the bottom (eager.py), which runs the kernel; then it tells the
-context's observers (gradient tapes) what ran, eager or traced. Nothing else
+interpreter at the bottom (eager.py), which runs the kernel (after asking the observers
+that check ops beforehand, energy budgets); then it tells the context's observers
+(gradient tapes, energy accounting) what ran, eager or traced. Nothing else
 intercepts a primitive.
 """
 
@@ -25,7 +26,13 @@ def bind(prim: Primitive, args: tuple, params: dict = _NO_PARAMS) -> Any:
     stack = _STACK.get()
     if stack is _BOTTOM:
         return EVAL.process(prim, args, params)
-    out = (top_trace(args, stack) or EVAL).process(prim, args, params)
+    top = top_trace(args, stack)
+    if top is None:
+        for o in stack.pre:  # observers that check an op before it runs (energy budgets)
+            o.before(prim, args, params)
+        out = EVAL.process(prim, args, params)
+    else:
+        out = top.process(prim, args, params)
     observers = stack.observers
     if observers:
         if params or prim.params:

@@ -3,14 +3,15 @@
 The active interpretations of a thread or asyncio task are an immutable tuple
 in a `ContextVar`, innermost last. Its bottom is the eager interpreter
 (`eager.EvalTrace`), which runs kernels. Above it sit transformations (`Trace`:
-graph tracing, JVP) and observers (`Observer`: gradient tapes, later energy
-accounting). A trace's level is its position in the stack; `bind` gives a
+graph tracing, JVP) and observers (`Observer`: gradient tapes, energy accounting
+and budgets). A trace's level is its position in the stack; `bind` gives a
 primitive to the highest-level trace among its operands' tracers, or to the
-eager interpreter when none of them is traced, which then tells the observers
-of its context what ran. Values of lower levels are constants to a trace, so
-rules that compute on them reach the outer transformations: that is what makes
-transforms nest (``grad(grad(f))``). Pushing and popping restore the previous
-tuple through the ContextVar's token, so no context ever sees another's entries.
+eager interpreter when none of them is traced, which asks the observers that
+check ops beforehand (budgets) and then tells all of them what ran. Values of
+lower levels are constants to a trace, so rules that compute on them reach the
+outer transformations: that is what makes transforms nest (``grad(grad(f))``).
+Pushing and popping restore the previous tuple through the ContextVar's token,
+so no context ever sees another's entries.
 """
 
 from __future__ import annotations
@@ -45,10 +46,17 @@ class Trace:
 
 
 class Observer:
-    """Sees every primitive the eager interpreter runs in its context (gradient tapes).
+    """Sees every primitive the eager interpreter runs in its context (gradient tapes, energy
+    accounting).
 
-    An observer never changes what runs; it is told after the fact.
+    An observer never changes what runs; it is told after the fact. An observer class that
+    overrides `before` is also asked before each eager op (energy budgets), and may refuse it
+    by raising.
     """
+
+    def before(self, prim: Any, args: tuple, params: dict) -> None:
+        """`prim` is about to run eagerly on concrete `args` (`params` as the caller gave them).
+        Only called on observers whose class overrides it; raising stops the op before it runs."""
 
     def observe(self, prim: Any, args: tuple, params: dict, out: Any) -> None:
         """`prim` ran eagerly on `args` with canonical `params` and gave `out`."""
@@ -94,16 +102,19 @@ def interpreters() -> tuple:
 
 
 class _Stack(tuple):
-    """An interpreter stack with its observers and its traces above the eager interpreter
-    listed once (read on every call by `bind` and the eager fast paths)."""
+    """An interpreter stack with its observers, those of them that want `before` calls, and
+    its traces above the eager interpreter listed once (read on every call by `bind` and the
+    eager fast paths)."""
 
     observers: tuple
+    pre: tuple
     traces: tuple
 
 
 def _stack(entries: tuple) -> _Stack:
     stack = _Stack(entries)
     stack.observers = tuple(i for i in entries if isinstance(i, Observer))
+    stack.pre = tuple(o for o in stack.observers if type(o).before is not Observer.before)
     stack.traces = tuple(i for i in entries[1:] if not isinstance(i, Observer))
     return stack
 

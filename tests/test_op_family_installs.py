@@ -30,7 +30,7 @@ from tenferro_runtime import array_api as xp, default_runtime
 
 family = {family!r}
 loaded = sorted(r.name for r in default_runtime().reports if r.ok)
-assert loaded == sorted(["ad", "numpy", "passes", family]), loaded
+assert loaded == sorted(["ad", "meters", "numpy", "passes", family]), loaded
 a = np.array([[2.0, 1.0], [1.0, 3.0]])
 if family == "einsum":
     from tenferro_einsum import einsum

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError, TenferroError
 from tenferro_runtime import array_api as xp
+from tenferro_runtime.energy import StepEnergy
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor
 
@@ -58,12 +59,16 @@ class OptState(NamedTuple):
 
 class StepRecord(NamedTuple):
     """What `Optimizer.step` did: the update's number (1 for the first), the learning rate it
-    used, the total gradient norm before clipping (with `clip_norm`) and the loss (if given)."""
+    used, the total gradient norm before clipping (with `clip_norm`), the loss (if given) and,
+    inside an energy monitor (`tenferro_runtime.energy.measure`), the update's joules and its
+    accounting `region` (a child of the monitor's, of kind "step")."""
 
     step: int
     lr: float
     grad_norm: float | None = None
     loss: float | None = None
+    energy: float | None = None
+    region: Any = None
 
 
 Hook = Callable[[Any, StepRecord], None]
@@ -231,7 +236,9 @@ class Optimizer:
         """Update the parameters given at construction in place by `grads` (their structure,
         or for a Module also the list order of `model.parameters()`), call the hooks and
         return the record. Every check (structure, shapes, dtypes and, with `check_finite`,
-        finiteness of the gradients and of `loss`) runs before anything changes."""
+        finiteness of the gradients and of `loss`; an open `energy_budget`) runs before
+        anything changes. Inside an energy monitor the update is accounted as a child region
+        of kind "step", whose joules the record carries."""
         name = type(self).__name__
         if self.params is None:
             raise ArgumentError(f"{name}.step: this optimizer was made without parameters; pass them "
@@ -243,13 +250,17 @@ class Optimizer:
         idx = self._check_inputs(p_leaves, g_leaves, mask, self.state, paths)
         if self.check_finite:
             self._check_finite(g_leaves, idx, loss, self.state, paths)
-        new, new_state, lr, norm = self._apply(p_leaves, g_leaves, idx, self.state)
-        for old, value in zip(p_leaves, new):
-            if value is not old:
-                old._assign(value)
-        self.state = new_state
+        with StepEnergy(f"{name} step") as acct:  # a child region while an energy monitor is open
+            new, new_state, lr, norm = self._apply(p_leaves, g_leaves, idx, self.state)
+            n = int(new_state.step)
+            acct.label = f"{name} step {n}"
+            acct.check(acct.label)  # an energy budget refuses the step here, before any assignment
+            for old, value in zip(p_leaves, new):
+                if value is not old:
+                    old._assign(value)
+            self.state = new_state
         lv = float(loss) if isinstance(loss, (int, float, Tensor)) and getattr(loss, "size", 1) == 1 else None
-        record = StepRecord(int(new_state.step), float(lr), None if norm is None else float(norm), lv)
+        record = StepRecord(n, float(lr), None if norm is None else float(norm), lv, acct.joules, acct.region)
         for hook in self.hooks:
             hook(self, record)
         return record
