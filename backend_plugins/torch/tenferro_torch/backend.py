@@ -161,6 +161,15 @@ class TorchBackend:
         return int(kind), int(index)
 
     # ---- energy ------------------------------------------------------------
+    def device_name(self, device: str) -> str | None:
+        """The hardware's name ("NVIDIA H100 80GB HBM3"), so energy estimates pick its profile;
+        None for the CPU (its model comes from /proc/cpuinfo)."""
+        if not device.startswith("cuda"):
+            return None
+        import torch
+
+        return torch.cuda.get_device_name(int(device.partition(":")[2] or 0))
+
     def telemetry(self, device: str) -> EnergyTelemetry:
         tel = self._telemetry.get(device)
         if tel is None:

@@ -174,3 +174,26 @@ def test_import_and_construction_do_not_import_pynvml_or_torch():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
     assert nvml_meter.NvmlMeter is NvmlMeter
+
+
+def test_estimates_of_cuda_devices_pick_the_gpus_profile(monkeypatch):
+    """TorchBackend.device_name names a CUDA device, so the estimate meter picks its profile."""
+    import torch
+
+    from tenferro_runtime.energy.meters import EstimateMeter
+    from tenferro_torch.backend import TorchBackend
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"NVIDIA H100 80GB HBM3 #{i}")
+    backend = TorchBackend()
+    assert backend.device_name("cuda:1") == "NVIDIA H100 80GB HBM3 #1" and backend.device_name("cpu") is None
+
+    class Dev:
+        id = "cuda:1"
+
+        def __init__(self):
+            self.backend = backend
+
+        def __str__(self):
+            return "torch:cuda:1"
+
+    assert EstimateMeter().profile(Dev()).name == "nvidia-h100"
