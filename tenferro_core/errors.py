@@ -87,6 +87,16 @@ class EnergyBudgetExceeded(TenferroError, RuntimeError):
         self.unit = unit
 
 
+class ArgumentValueError(ArgumentError, ValueError):
+    """A non-tensor argument has the right type but a bad value (an unknown `ord` or `mode`, a
+    negative tolerance). Also a `ValueError`, as NumPy raises; an `ArgumentError` as before."""
+
+
+class LinAlgShapeError(ShapeError, _np.linalg.LinAlgError):
+    """A linalg operand is not a (stack of) matrix, or not square where it must be. Also a
+    `numpy.linalg.LinAlgError`, as NumPy raises for it."""
+
+
 __all__ = [
     "TenferroError",
     "ShapeError",
@@ -104,4 +114,6 @@ __all__ = [
     "ConcretizationError",
     "PluginError",
     "EnergyBudgetExceeded",
+    "ArgumentValueError",
+    "LinAlgShapeError",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tenferro_core import dtypes as D
-from tenferro_core.errors import DTypeError, LinAlgError, ShapeError
+from tenferro_core.errors import DTypeError, LinAlgError, LinAlgShapeError
 from tenferro_runtime import lax
 from tenferro_runtime.array_api import _helpers as H
 
@@ -41,17 +41,21 @@ def check_float(name: str, aval: Any, what: str = "x") -> None:
         )
 
 
-def check_matrix(name: str, aval: Any, *, square: bool = False, what: str = "x") -> tuple[int, int]:
-    """Check a (batch of) matrix operand; returns its (rows, cols)."""
-    check_float(name, aval, what)
+def check_matrix(name: str, aval: Any, *, square: bool = False, what: str = "x",
+                 floating: bool = True) -> tuple[int, int]:
+    """Check a (batch of) matrix operand; returns its (rows, cols). Fewer than 2 dimensions, or
+    a non-square matrix where `square`, is a `LinAlgShapeError`: a ShapeError that is also a
+    `numpy.linalg.LinAlgError`, as NumPy raises. `floating`: also require a LAPACK dtype."""
+    if floating:
+        check_float(name, aval, what)
     if len(aval.shape) < 2:
-        raise ShapeError(
+        raise LinAlgShapeError(
             f"linalg.{name} expects {what} with at least 2 dimensions (a stack of matrices), got "
             f"shape {tuple(aval.shape)}; add axes with reshape or expand_dims"
         )
     m, n = aval.shape[-2:]
     if square and m != n:
-        raise ShapeError(
+        raise LinAlgShapeError(
             f"linalg.{name} expects square matrices in the last two dimensions of {what}, got "
             f"shape {tuple(aval.shape)} ({m}x{n})"
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from tenferro_core import dtypes as D
-from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
+from tenferro_core.errors import ArgumentError, ArgumentValueError, DTypeError, ShapeError
 from tenferro_runtime import lax
 from tenferro_runtime.array_api import _helpers as H
 
@@ -136,7 +136,7 @@ def qr(x: Any, /, *, mode: str = "reduced") -> QRResult:
     """x = Q @ R with Q's columns orthonormal and R upper triangular. mode "reduced": Q (m, k),
     R (k, n), k = min(m, n); "complete": Q (m, m), R (m, n)."""
     if mode not in ("reduced", "complete"):
-        raise ArgumentError(
+        raise ArgumentValueError(
             f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r} (NumPy's 'r' and 'raw' "
             f"are not supported: take R from mode='reduced')"
         )
@@ -169,7 +169,7 @@ _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
 
 def _trans(name: str, trans: Any) -> int:
     if isinstance(trans, bool) or not isinstance(trans, (int, str)) or trans not in _TRANS:
-        raise ArgumentError(
+        raise ArgumentValueError(
             f"linalg.{name}: trans must be 0/'N' (solve a x = b), 1/'T' (a^T x = b) or 2/'C' "
             f"(a^H x = b), got {trans!r}"
         )

@@ -13,7 +13,7 @@ import numpy as np
 from tenferro_core import dtypes as D
 from tenferro_runtime import lax
 
-from ._common import diag_embed, diag_part, mH, tril
+from ._common import mH
 
 # Two eigenvalues (singular values) closer than GAP_TOL * eps * (the largest magnitude) count
 # as one repeated value: the rules then drop the 1/(w_j - w_i) coupling between them.
@@ -75,12 +75,13 @@ def col_dots(a: Any, b: Any) -> Any:
     return lax.reduce_sum(lax.mul(ac, b), axes=(a.ndim - 2,))
 
 
-def hermitize_lower(t: Any) -> Any:
-    """The Hermitian matrix a LAPACK routine reading only the lower triangle sees:
-    tril(t, -1) + tril(t, -1)^H + Re(diag t). Tangents go through it, so derivatives are
-    those of the function actually computed (the upper triangle is never read)."""
-    low = tril(t, -1)
-    return lax.add(lax.add(low, mH(low)), diag_embed(to_dtype(real(diag_part(t)), t.dtype)))
+def hermitize(t: Any) -> Any:
+    """The Hermitian part (t + t^H) / 2 (the symmetric part for real t). The rules of cholesky,
+    eigh and eigvalsh send their tangent through it: they differentiate the function of the
+    Hermitian part of x (as JAX and PyTorch), so the gradient is Hermitian, and equals the
+    derivative of the computed function (which reads the lower triangle) along Hermitian
+    directions."""
+    return lax.mul(lax.add(t, mH(t)), const(t, 0.5))
 
 
 def inverse_gaps(w: Any, plus: bool = False) -> Any:
@@ -144,7 +145,7 @@ def permutation_matrix(perm: Any, dtype: D.DType) -> Any:
 
 
 __all__ = [
-    "GAP_TOL", "col_dots", "concat", "const", "eye_rect", "hermitize_lower", "inverse_gaps",
+    "GAP_TOL", "col_dots", "concat", "const", "eye_rect", "hermitize", "inverse_gaps",
     "inverse_or_zero", "pad_matrix", "permutation_matrix", "real", "scale_cols", "sub_matrix",
     "to_dtype",
 ]

@@ -29,7 +29,7 @@ from typing import Any
 
 from tenferro_ad.stop_gradient import stop_gradient
 from tenferro_core import dtypes as D
-from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeError
+from tenferro_core.errors import ArgumentError, ArgumentValueError, AxisError, DTypeError, ShapeError
 from tenferro_runtime import lax
 from tenferro_runtime.array_api import _helpers as H
 from tenferro_runtime.array_api import matmul, matrix_transpose, tensordot, vecdot
@@ -183,7 +183,7 @@ def trace(x: Tensor, /, *, offset: int = 0, dtype: Any = None) -> Tensor:
 
 def _vector_ord(ord: Any) -> float:
     if isinstance(ord, bool) or not isinstance(ord, numbers.Real) or math.isnan(ord):
-        raise ArgumentError(
+        raise ArgumentValueError(
             f"linalg.vector_norm: ord must be a real number (0, 1, 2, inf, -inf or any p), got {ord!r}"
         )
     return float(ord)
@@ -263,7 +263,7 @@ def _matrix_ord(ord: Any) -> Any:
             return ord
     elif not isinstance(ord, bool) and isinstance(ord, numbers.Real) and ord in MATRIX_ORDS[2:]:
         return float(ord)
-    raise ArgumentError(f"linalg.matrix_norm: ord must be one of {MATRIX_ORDS}, got {ord!r}")
+    raise ArgumentValueError(f"linalg.matrix_norm: ord must be one of {MATRIX_ORDS}, got {ord!r}")
 
 
 def _extreme(x: Tensor, axis: int, largest: bool, what: str) -> Tensor:

@@ -210,10 +210,7 @@ def matrix_power(x: Tensor, n: int, /) -> Tensor:
         raise ArgumentError(f"linalg.matrix_power expects an int n, got {type(n).__name__}") from None
     if x.dtype.kind not in "iufc":
         raise DTypeError(f"linalg.matrix_power expects a numeric x, got {x.dtype}")
-    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
-        raise ShapeError(
-            f"linalg.matrix_power expects square matrices (..., M, M), got shape {x.shape}"
-        )
+    check_matrix("matrix_power", x.aval, square=True, floating=False)
     if n < 0:
         if x.dtype.kind not in "fc":
             raise DTypeError(

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tenferro_core import dtypes as D
-from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
+from tenferro_core.errors import ArgumentError, ArgumentValueError, DTypeError, ShapeError
 from tenferro_core.extension import define_op
 from tenferro_core.params import p_choice, p_optional
 
@@ -39,8 +39,11 @@ def p_tol(prim: str, name: str, v: Any) -> float:
     """A finite, non-negative real tolerance, as a Python float."""
     if type(v) is float and 0 <= v < math.inf:
         return v
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
         raise ArgumentError(f"{prim}: parameter {name!r} expects a finite float >= 0 (or None), got {v!r}")
+    if not math.isfinite(v) or v < 0:  # the right type, a bad value: also a ValueError
+        raise ArgumentValueError(
+            f"{prim}: parameter {name!r} expects a finite float >= 0 (or None), got {v!r}")
     return float(v)
 
 
