@@ -33,6 +33,39 @@ def _as_tensor(x: Any, what: str) -> Tensor:
     raise ArgumentError(f"{what} must be a tenferro Tensor (or a Python number), got {type(x).__name__}")
 
 
+def _check_callable(fn: Any, name: str) -> None:
+    """Reject a non-callable `fn` when a transformation is built, before anything runs."""
+    if not callable(fn):
+        raise ArgumentError(
+            f"{name} expects a function (a callable) as its first argument, got "
+            f"{type(fn).__name__} {_short(fn)}; pass the function itself, e.g. {name}(f) rather than "
+            f"{name}(f(x))"
+        )
+
+
+def _short(x: Any) -> str:
+    r = repr(x)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _check_argnums_type(argnums: Any, name: str, single: bool = False) -> None:
+    """argnums' type, checked when a transformation is built (its range needs the call)."""
+    def is_int(a: Any) -> bool:
+        return isinstance(a, int) and not isinstance(a, bool)
+
+    if is_int(argnums):
+        return
+    if single:
+        raise ArgumentError(
+            f"{name}: argnums must be one int (the Jacobian is taken with respect to a single "
+            f"argument), got {argnums!r}; call {name} once per argument"
+        )
+    if not (isinstance(argnums, (tuple, list)) and argnums and all(is_int(a) for a in argnums)):
+        raise ArgumentError(
+            f"{name}: argnums must be an int or a non-empty tuple of ints, got {argnums!r}"
+        )
+
+
 def _tensor_leaves(tree: Any, what: str) -> tuple[list[Tensor], Any]:
     leaves, td = tree_flatten(tree)
     return [_as_tensor(x, what) for x in leaves], td
@@ -59,6 +92,7 @@ def _jvp_flat(fn: Callable, primals: list[Tensor], tangents: list[Any]) -> tuple
 
 def jvp(fn: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
     """(fn(*primals), J·tangents); primals and tangents are matching pytrees."""
+    _check_callable(fn, "jvp")
     p_leaves, in_tree = _tensor_leaves(tuple(primals), "a primal")
     t_leaves, t_tree = tree_flatten(tuple(tangents))
     if t_tree != in_tree:
@@ -86,6 +120,7 @@ def _linearize_flat(fn: Callable, primals: list[Tensor]) -> tuple[list, Graph]:
 
 def linearize(fn: Callable, *primals: Any) -> tuple[Any, Callable]:
     """(fn(*primals), f_jvp) where f_jvp(*tangents) is the linear map, as a recorded Graph."""
+    _check_callable(fn, "linearize")
     p_leaves, in_tree = _tensor_leaves(primals, "a primal")
     out_tree: list[Any] = []
 
@@ -126,6 +161,7 @@ def _vjp_flat(fn: Callable, primals: list[Tensor]) -> tuple[list, Callable]:
 
 def vjp(fn: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """(fn(*primals), vjp_fn[, aux]) with vjp_fn(cotangents) -> cotangents of the primals."""
+    _check_callable(fn, "vjp")
     p_leaves, in_tree = _tensor_leaves(primals, "a primal")
     out_info: list[Any] = []
 
@@ -206,11 +242,17 @@ def _check_differentiable(tree: Any, argnum: int, name: str) -> None:
 
 def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """A function returning (fn(*args), gradient of fn with respect to args[argnums])."""
+    return _value_and_grad(fn, argnums, has_aux, "value_and_grad")
+
+
+def _value_and_grad(fn: Callable, argnums: Any, has_aux: bool, name: str) -> Callable:
+    _check_callable(fn, name)
+    _check_argnums_type(argnums, name)
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        nums = _argnums(argnums, len(args), "grad")
+        nums = _argnums(argnums, len(args), name)
         for a in nums:
-            _check_differentiable(args[a], a, "grad")
+            _check_differentiable(args[a], a, name)
 
         def partial(*diff: Any) -> Any:
             full = list(args)
@@ -235,7 +277,7 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool
 
 def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """The gradient of a real-scalar function with respect to args[argnums]."""
-    vg = value_and_grad(fn, argnums, has_aux)
+    vg = _value_and_grad(fn, argnums, has_aux, "grad")
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         out, g = vg(*args, **kwargs)
@@ -250,9 +292,12 @@ def _basis(x: Tensor, i: int) -> Tensor:
     return xp.reshape(flat, x.shape)
 
 
-def _stack_jac(cols: list[Tensor], out_shape: tuple, in_shape: tuple, out_first: bool) -> Tensor:
+def _stack_jac(cols: list[Tensor], out_shape: tuple, in_shape: tuple, out_first: bool,
+               like: Tensor) -> Tensor:
+    """The Jacobian out_shape + in_shape from its columns (rows); with none (a 0-size input or
+    output) zeros of `like`'s dtype and device, the dtype the columns would have had."""
     if not cols:
-        return xp.zeros(out_shape + in_shape)
+        return xp.zeros(out_shape + in_shape, dtype=like.dtype, device=like.device)
     st = xp.stack(cols, axis=-1 if out_first else 0)
     return xp.reshape(st, out_shape + in_shape)
 
@@ -271,8 +316,19 @@ def _one_argument(fn: Callable, args: tuple, argnums: int, name: str) -> tuple[T
     return x, f
 
 
+def _one_output(out: Any, name: str) -> Tensor:
+    if not isinstance(out, Tensor):
+        raise ArgumentError(
+            f"{name} needs a function returning one tensor, got {type(out).__name__}; return a "
+            f"single tensor (stack or concatenate several outputs, or take one {name} per output)"
+        )
+    return out
+
+
 def jacfwd(fn: Callable, argnums: int = 0) -> Callable:
     """The Jacobian by forward mode: one jvp per input element; shape out.shape + in.shape."""
+    _check_callable(fn, "jacfwd")
+    _check_argnums_type(argnums, "jacfwd", single=True)
 
     def wrapped(*args: Any) -> Any:
         x, f = _one_argument(fn, args, argnums, "jacfwd")
@@ -280,26 +336,32 @@ def jacfwd(fn: Callable, argnums: int = 0) -> Callable:
         cols = []
         for i in range(x.size):
             out, t = jvp(f, (x,), (_basis(x, i),))
+            _one_output(out, "jacfwd")
             cols.append(t)
         if out is None:
-            out = f(x)
-        return _stack_jac(cols, out.shape, x.shape, out_first=True)
+            out = _one_output(f(x), "jacfwd")
+        return _stack_jac(cols, out.shape, x.shape, out_first=True, like=out)
 
     return wrapped
 
 
 def jacrev(fn: Callable, argnums: int = 0) -> Callable:
     """The Jacobian by reverse mode: one vjp per output element; shape out.shape + in.shape."""
+    _check_callable(fn, "jacrev")
+    _check_argnums_type(argnums, "jacrev", single=True)
 
     def wrapped(*args: Any) -> Any:
         x, f = _one_argument(fn, args, argnums, "jacrev")
         out, vjp_fn = vjp(f, x)
+        _one_output(out, "jacrev")
         rows = [vjp_fn(_basis(out, j))[0] for j in range(out.size)]
-        return _stack_jac(rows, out.shape, x.shape, out_first=False)
+        return _stack_jac(rows, out.shape, x.shape, out_first=False, like=x)
 
     return wrapped
 
 
 def hessian(fn: Callable, argnums: int = 0) -> Callable:
     """jacfwd(jacrev(fn))."""
+    _check_callable(fn, "hessian")
+    _check_argnums_type(argnums, "hessian", single=True)
     return jacfwd(jacrev(fn, argnums), argnums)

@@ -118,21 +118,49 @@ class GradientTape(tracing.Observer):
                 "and then releases its records; create it with GradientTape(persistent=True) to "
                 "call gradient more than once"
             )
-        self._used = True
-        t_leaves, _ = tree_flatten(target)
+        t_leaves, t_tree = tree_flatten(target)
+        for t in t_leaves:
+            if not isinstance(t, Tensor):
+                raise ArgumentError(
+                    f"GradientTape.gradient: target must be a tensor (or a pytree of tensors) computed "
+                    f"under the tape, got {type(t).__name__}"
+                )
         s_leaves, s_tree = tree_flatten(sources)
         for s in s_leaves:
             if not isinstance(s, Tensor):
-                raise ArgumentError(f"GradientTape.gradient: sources must be tensors, got {type(s).__name__}")
+                raise ArgumentError(
+                    f"GradientTape.gradient: sources must be tensors (or a pytree of tensors) the tape "
+                    f"watched, got {type(s).__name__}"
+                )
         if output_gradients is None:
-            seeds = [xp.ones_like(t) for t in t_leaves]
+            seeds = None
         else:
-            seeds = tree_flatten(output_gradients)[0]
+            seeds, g_tree = tree_flatten(output_gradients)
+            if g_tree != t_tree:
+                raise ArgumentError(
+                    f"GradientTape.gradient: output_gradients must have the structure of target "
+                    f"({t_tree}), got {g_tree}; pass one tensor per target tensor, or None for ones"
+                )
             for t, g in zip(t_leaves, seeds):
+                if not isinstance(g, Tensor):
+                    raise ArgumentError(
+                        f"GradientTape.gradient: output_gradients entries must be tensors shaped like "
+                        f"their targets ({t.dtype}{list(t.shape)}), got {type(g).__name__} {g!r:.40}; "
+                        f"convert it with asarray, or pass None for ones"
+                    )
                 if g.shape != t.shape:
                     raise ArgumentError(
-                        f"output_gradients entry has shape {g.shape}, its target has shape {t.shape}"
+                        f"GradientTape.gradient: output_gradients entry has shape {g.shape}, its target "
+                        f"has shape {t.shape}; pass one of the target's shape"
                     )
+                if g.dtype is not t.dtype:
+                    raise DTypeError(
+                        f"GradientTape.gradient: output_gradients entry has dtype {g.dtype}, its target "
+                        f"has dtype {t.dtype}; convert it with astype(g, {t.dtype})"
+                    )
+        self._used = True
+        if seeds is None:
+            seeds = [xp.ones_like(t) for t in t_leaves]
         ct: dict[int, Any] = {}
         for t, g in zip(t_leaves, seeds):
             ct[id(t)] = add_tangents(ct[id(t)], g) if id(t) in ct else g

@@ -14,8 +14,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tenferro_core.avals import Aval
-from tenferro_core.errors import TenferroError
+from tenferro_core.errors import ArgumentError, TenferroError
 
 from . import tracing
 from .eager import _not_tensor, _with_device
@@ -221,10 +223,20 @@ class GraphTrace(Trace):
 
 def trace(fn: Any, *examples: Any, graph_trace: GraphTrace | None = None) -> Graph:
     """Trace `fn` on example tensors (or avals) into a Graph; outputs may be a pytree.
-    `graph_trace`: the (fresh) GraphTrace to record with, if not a plain one."""
+    `graph_trace`: the (fresh) GraphTrace to record with, if not a plain one.
+
+    Example leaves are taken as `compile` takes arguments: tensors and avals are the graph's
+    inputs (a NumPy array is converted to a tensor first); any other leaf (a Python number, a
+    string, None) is static: `fn` receives it as it is, the graph has no input for it."""
+    if not callable(fn):
+        raise ArgumentError(
+            f"trace expects a function (a callable) as its first argument, got {type(fn).__name__}; "
+            f"call trace(fn, *examples)"
+        )
     leaves, in_tree = tree_flatten(examples)
+    leaves = [_example(x, i) for i, x in enumerate(leaves)]
     with new_trace(graph_trace or GraphTrace()) as tr:
-        tracers = [tr.new_input(x._aval if isinstance(x, Tensor) else x) for x in leaves]
+        tracers = [tr.new_input(x) if isinstance(x, Aval) else x for x in leaves]
         try:
             out = fn(*tree_unflatten(in_tree, tracers))
         except TenferroError as err:
@@ -233,9 +245,36 @@ def trace(fn: Any, *examples: Any, graph_trace: GraphTrace | None = None) -> Gra
             raise type(err)(f"{err} (at {_site_of(err.__traceback__)})").with_traceback(
                 err.__traceback__) from None
         out_leaves, out_tree = tree_flatten(out)
+        for o in out_leaves:
+            if not isinstance(o, Tensor):
+                raise ArgumentError(
+                    f"trace: the function returned a {type(o).__name__} leaf; a traced function "
+                    f"returns tensors (pytrees of tensors): convert it with asarray inside the function"
+                )
         tr.graph.outputs = [tr.to_var(o) for o in out_leaves]
     tr.graph.out_tree = out_tree
     return tr.graph
+
+
+def _example(x: Any, i: int) -> Any:
+    """An example leaf as the aval of a graph input, or the static value it is."""
+    if isinstance(x, Tensor):
+        return x._aval
+    if isinstance(x, Aval):
+        return x
+    if isinstance(x, np.ndarray):
+        from .array_api import asarray
+
+        return asarray(x)._aval
+    try:
+        hash(x)
+    except TypeError:
+        raise ArgumentError(
+            f"trace: example leaf {i} of type {type(x).__name__} is neither a tensor, an aval, a NumPy "
+            f"array nor a hashable Python value (a static argument); pass tensors, or register its "
+            f"type as a pytree"
+        ) from None
+    return x
 
 
 def eval_graph(graph: Graph, *args: Any) -> list[Any]:
