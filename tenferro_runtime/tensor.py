@@ -14,6 +14,8 @@ import numpy as np
 from tenferro_core.avals import Aval
 from tenferro_core.errors import DTypeError, ShapeError, TenferroError
 
+_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
+
 
 class Tensor:
     """An n-d array on a tenferro device. Build one with `array_api.asarray`."""
@@ -78,8 +80,11 @@ class Tensor:
 
     # ---- interop -----------------------------------------------------
     def __array_namespace__(self, *, api_version: str | None = None):
-        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
-            raise ValueError(f"unsupported Array API version {api_version!r}; tenferro implements 2024.12")
+        if api_version is not None and api_version not in _API_VERSIONS:
+            raise ValueError(
+                f"unsupported Array API version {api_version!r}; tenferro implements 2025.12 and "
+                f"accepts {', '.join(_API_VERSIONS)}"
+            )
         return _xp
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
@@ -111,6 +116,32 @@ class Tensor:
     def __str__(self) -> str:
         return str(self.numpy())
 
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"``: a 0-d tensor formats like its Python scalar (as in NumPy)."""
+        if not spec:
+            return str(self)
+        if self.ndim:
+            raise TypeError(
+                f"unsupported format string {spec!r} passed to Tensor.__format__: only 0-d tensors take "
+                f"a format spec, got shape {self.shape}; format t.item() or the elements one by one"
+            )
+        return format(self.item(), spec)
+
+    # ---- pickling (every protocol): the values travel as a host NumPy array ----------------
+    def __reduce__(self) -> tuple:
+        return (_rebuild, (self.numpy(), self.dtype.name, str(self.device)))
+
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        return self.__reduce__()
+
+    def __copy__(self) -> Tensor:
+        new = object.__new__(type(self))
+        copy_slots(self, new)  # buffers are never written in place, so sharing one is safe
+        return new
+
+    def __deepcopy__(self, memo: Any) -> Tensor:
+        return self.__copy__()
+
     # ---- Python scalars ------------------------------------------------
     def _scalar(self, what: str) -> Any:
         if self.size != 1:
@@ -118,7 +149,18 @@ class Tensor:
                 f"{what}() needs a tensor with exactly one element, got shape {self.shape}; "
                 f"use any()/all() to reduce a boolean tensor"
             )
-        return self.numpy().reshape(()).item()
+        value = self.numpy().reshape(()).item()
+        if self.dtype.name == "bfloat16" and not isinstance(value, float):
+            value = float(value)
+        return value
+
+    def item(self) -> Any:
+        """The one element of a 0-d or size-1 tensor as a Python scalar (bool, int, float, complex)."""
+        return self._scalar("item")
+
+    def tolist(self) -> Any:
+        """The values as nested Python lists of Python scalars (a 0-d tensor gives its scalar)."""
+        return self.numpy().tolist()
 
     def __bool__(self) -> bool:
         return bool(self._scalar("bool"))
@@ -203,6 +245,17 @@ def copy_slots(src: Tensor, dst: Tensor) -> None:
                     desc.__set__(dst, desc.__get__(src))
                 except AttributeError:  # a slot never set on src (a tracer's buffer)
                     continue
+
+
+def _rebuild(host: np.ndarray, dtype: str, device: str) -> Tensor:
+    """Unpickle a tensor: its host values, dtype name and device name (see `Tensor.__reduce__`)."""
+    from tenferro_core import dtypes as D
+
+    d = D.as_dtype(dtype)
+    host = np.asarray(host)
+    if host.dtype != d.numpy:
+        host = host.view(d.numpy) if host.dtype.itemsize == d.numpy.itemsize else host.astype(d.numpy)
+    return _xp._creation.from_host(host, device)
 
 
 def _reflected(fn: Any):

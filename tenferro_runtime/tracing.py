@@ -95,6 +95,16 @@ class Tracer(Tensor):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._aval.str_short()})"
 
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        raise TenferroError(
+            f"cannot pickle a traced value ({type(self).__name__} {self._aval.str_short()}) inside a "
+            f"transformation (grad, jvp, trace, ...): it only stands for a value while the "
+            f"transformation runs; return the values from the transformed function and pickle those"
+        )
+
+    def __reduce__(self) -> tuple:
+        return self.__reduce_ex__(2)
+
 
 def interpreters() -> tuple:
     """This context's interpreter stack, bottom (the eager interpreter) first."""

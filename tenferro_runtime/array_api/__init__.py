@@ -1,4 +1,7 @@
-"""A namespace conforming to the Python Array API standard 2024.12.
+"""A namespace conforming to the Python Array API standard 2025.12.
+
+float16 and bfloat16 are extras beyond the standard: the names are here, but
+`__array_namespace_info__().dtypes()` lists only the standard dtypes.
 
 `linalg` and `fft` resolve to the installed extension packages (registered
 through the plugin hook); without them they raise MissingExtensionError, an
@@ -45,7 +48,7 @@ from ._sorting import *  # noqa: F403
 from ._statistical import *  # noqa: F403
 from ._utility import *  # noqa: F403
 
-__array_api_version__ = "2024.12"
+__array_api_version__ = "2025.12"
 
 from ..tensor import install_operators as _install_operators  # noqa: E402
 

@@ -32,6 +32,26 @@ def _natural_dtype(host: np.ndarray) -> D.DType:
     return D.from_numpy(host.dtype)
 
 
+def _python_ints(obj: Any, shape: tuple[int, ...], dtype: D.DType) -> np.ndarray | None:
+    """`obj` as an object array of Python ints (None unless every element is a true int)."""
+    try:
+        objs = np.array(obj, dtype=object)
+    except (ValueError, TypeError):
+        return None
+    if objs.shape != shape or not all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in objs.flat
+    ):
+        return None
+    lo, hi = int(min(objs.flat)), int(max(objs.flat))
+    info = np.iinfo(dtype.numpy)
+    if lo < info.min or hi > info.max:
+        raise DTypeError(
+            f"asarray: values in [{lo}, {hi}] do not fit {dtype} ({info.min}..{info.max}); "
+            f"pick a wider dtype"
+        )
+    return objs.astype(dtype.numpy)
+
+
 def _host_from_python(obj: Any, dtype: D.DType | None) -> np.ndarray:
     try:
         host = np.asarray(obj)
@@ -39,12 +59,16 @@ def _host_from_python(obj: Any, dtype: D.DType | None) -> np.ndarray:
         raise ShapeError(f"asarray: cannot convert {type(obj).__name__} to an array: {exc}") from None
     if host.dtype.kind == "O" and isinstance(obj, int):
         raise DTypeError(f"asarray: Python int {obj} does not fit in int64 or uint64")
+    if dtype is not None and dtype.kind in "iu" and host.dtype.kind in "fO" and host.size:
+        exact = _python_ints(obj, host.shape, dtype)  # e.g. [0, 2**64 - 1]: NumPy mixes them into float64
+        if exact is not None:
+            host = exact
     natural = _natural_dtype(host)
     if host.dtype.kind == "i" and host.dtype != np.int64:
         natural = D.int64  # NumPy picks uint64 only for ints beyond int64
     if dtype is None:
         dtype = natural
-    elif _KIND_RANK[dtype.kind] < _KIND_RANK[natural.kind]:
+    elif host.size and _KIND_RANK[dtype.kind] < _KIND_RANK[natural.kind]:
         raise DTypeError(
             f"asarray: Python {natural.name} data cannot be stored as {dtype} without losing "
             f"information; convert explicitly with astype after creating the tensor"
@@ -63,6 +87,8 @@ def _host_from_python(obj: Any, dtype: D.DType | None) -> np.ndarray:
 def from_host(host: np.ndarray, device: Any = None) -> Tensor:
     """A tensor on `device` from a NumPy array of a tenferro dtype."""
     dev = resolve_device(device)
+    if isinstance(host, np.ndarray) and not host.dtype.isnative:
+        host = host.astype(host.dtype.newbyteorder("="))
     dtype = D.from_numpy(host.dtype)
     if not dev.supports(dtype):
         raise DTypeError(
@@ -95,6 +121,14 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
         return out
     if isinstance(obj, (np.ndarray, np.generic)):
         host = np.asarray(obj)
+        if not host.dtype.isnative:
+            if copy is False:
+                raise ArgumentError(
+                    f"asarray: copy=False but the NumPy array is in non-native byte order "
+                    f"({host.dtype.str}); converting it to native order copies"
+                )
+            host = host.astype(host.dtype.newbyteorder("="))
+            copy = None  # already a fresh array
         _natural_dtype(host)
         if dtype is not None and host.dtype != dtype.numpy:
             if copy is False:
@@ -361,7 +395,7 @@ def linspace(start: int | float | complex, stop: int | float | complex, /, num: 
     return convert(y, dtype)
 
 
-def meshgrid(*arrays: Tensor, indexing: str = "xy") -> list[Tensor]:
+def meshgrid(*arrays: Tensor, indexing: str = "xy") -> tuple[Tensor, ...]:
     """Coordinate grids from 1-d tensors; 'xy' swaps the first two output axes."""
     from ._helpers import check_tensor
 
@@ -372,7 +406,7 @@ def meshgrid(*arrays: Tensor, indexing: str = "xy") -> list[Tensor]:
         if a.ndim != 1:
             raise ShapeError(f"meshgrid: every array must be 1-d, got shape {a.shape} for array {i}")
     if not arrays:
-        return []
+        return ()
     dtype = D.result_type(*(a.dtype for a in arrays))
     dims = list(range(len(arrays)))
     if indexing == "xy" and len(arrays) > 1:
@@ -380,8 +414,8 @@ def meshgrid(*arrays: Tensor, indexing: str = "xy") -> list[Tensor]:
     shape = [0] * len(arrays)
     for a, d in zip(arrays, dims):
         shape[d] = a.shape[0]
-    return [lax.broadcast_in_dim(convert(a, dtype), shape=tuple(shape), broadcast_dimensions=(d,))
-            for a, d in zip(arrays, dims)]
+    return tuple(lax.broadcast_in_dim(convert(a, dtype), shape=tuple(shape), broadcast_dimensions=(d,))
+                 for a, d in zip(arrays, dims))
 
 
 def _triangle(name: str, x: Tensor, k: Any, cmp: Any) -> Tensor:

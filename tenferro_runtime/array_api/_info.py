@@ -13,6 +13,12 @@ _KINDS = ("bool", "signed integer", "unsigned integer", "integral", "real floati
           "complex floating", "numeric")
 
 
+# The dtypes of the standard; float16 and bfloat16 stay reachable as namespace attributes but
+# are not listed by `dtypes()` (a consumer iterating it expects standard dtypes only).
+_STANDARD = frozenset(("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                       "float32", "float64", "complex64", "complex128"))
+
+
 class Info:
     """What this namespace supports, per device."""
 
@@ -22,9 +28,9 @@ class Info:
     def default_device(self):
         return default_runtime().default_device()
 
-    def devices(self) -> list:
+    def devices(self) -> tuple:
         rt = default_runtime()
-        return [rt.device(n) for n in rt.device_names()]
+        return tuple(rt.device(n) for n in rt.device_names())
 
     def default_dtypes(self, *, device: Any = None) -> dict[str, D.DType]:
         resolve_device(device)
@@ -35,7 +41,7 @@ class Info:
         dev = resolve_device(device)
         out = {}
         for d in D.ALL_DTYPES:
-            if d in dev.dtypes and (kind is None or D.isdtype(d, kind)):
+            if d.name in _STANDARD and d in dev.dtypes and (kind is None or D.isdtype(d, kind)):
                 out[d.name] = d
         return out
 

@@ -12,8 +12,9 @@ from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeErro
 
 from .. import lax
 from ..tensor import Tensor
+from ._helpers import broadcast_shapes as _broadcast_shapes
+from ._helpers import broadcast_to as _broadcast_to
 from ._helpers import (
-    broadcast_shapes,
     check_tensor,
     fresh,
     full,
@@ -21,7 +22,6 @@ from ._helpers import (
     normalize_axis,
     promote,
 )
-from ._helpers import broadcast_to as _broadcast_to
 from ._helpers import reshape as _reshape
 from ._indexing import gather_axis
 
@@ -59,14 +59,29 @@ def _transpose(x: Tensor, perm: Sequence[int]) -> Tensor:
 
 
 # ---- broadcasting ------------------------------------------------------------
-def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
+def broadcast_arrays(*arrays: Tensor) -> tuple[Tensor, ...]:
     """Broadcast tensors against one another (dtypes are kept)."""
     for i, a in enumerate(arrays):
         check_tensor("broadcast_arrays", a, f"arrays[{i}]")
     if not arrays:
-        return []
-    shape = broadcast_shapes(*(a.shape for a in arrays))
-    return [fresh(_broadcast_to(a, shape)) for a in arrays]
+        return ()
+    shape = _broadcast_shapes(*(a.shape for a in arrays))
+    return tuple(fresh(_broadcast_to(a, shape)) for a in arrays)
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The shape that `shapes` broadcast to (``()`` for none); ShapeError when incompatible."""
+    norm = []
+    for i, s in enumerate(shapes):
+        if isinstance(s, Tensor) or not isinstance(s, (tuple, list)):
+            raise ArgumentError(
+                f"broadcast_shapes: shapes[{i}] must be a tuple of ints, got {type(s).__name__}"
+            )
+        s = _ints("broadcast_shapes", s, f"shapes[{i}]")
+        if any(n < 0 for n in s):
+            raise ShapeError(f"broadcast_shapes: shape entries must be non-negative, got {s}")
+        norm.append(s)
+    return _broadcast_shapes(*norm) if norm else ()
 
 
 def broadcast_to(x: Tensor, /, shape: Sequence[int]) -> Tensor:
@@ -320,6 +335,6 @@ def _repeat_counts(x: Tensor, repeats: Tensor, ax: int) -> Tensor:
 
 
 __all__ = [
-    "broadcast_arrays", "broadcast_to", "concat", "expand_dims", "flip", "moveaxis",
+    "broadcast_arrays", "broadcast_shapes", "broadcast_to", "concat", "expand_dims", "flip", "moveaxis",
     "permute_dims", "repeat", "reshape", "roll", "squeeze", "stack", "tile", "unstack",
 ]

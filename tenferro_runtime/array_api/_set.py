@@ -13,13 +13,14 @@ host once (these functions therefore cannot be traced with abstract inputs).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tenferro_core import dtypes as D
+from tenferro_core.errors import ArgumentError
 
 from .. import lax
 from ..tensor import Tensor
-from ._helpers import check_tensor, convert, full, reshape
+from ._helpers import check_tensor, convert, full, promote, reshape
 from ._sorting import compact, put, stable_order, take
 
 
@@ -110,4 +111,35 @@ def unique_values(x: Tensor, /) -> Tensor:
     return _Groups("unique_values", x).values()
 
 
-__all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
+def isin(x1: Any, x2: Any, /, *, invert: bool = False) -> Tensor:
+    """For each element of `x1`, whether it equals some element of `x2` (not: with invert=True).
+
+    Either argument may be a Python scalar (a scalar `x1` gives a 0-d result). Values are
+    compared after Array API promotion, by `equal`, so NaN is in nothing. Real dtypes sort
+    `x2` and binary-search it, O((n+m) log(n+m)); complex compares every pair.
+    """
+    if not isinstance(invert, bool):
+        raise ArgumentError(f"isin: invert must be True or False, got {invert!r}")
+    a, b = promote("isin", x1, x2)
+    m = b.size
+    if m == 0:
+        return full(a.shape, invert, D.bool_, a.device)
+    bf = reshape(b, (m,))
+    if a.dtype.kind == "c":
+        n = a.size
+        af = reshape(a, (n, 1))
+        eq = lax.eq(lax.broadcast_in_dim(af, shape=(n, m), broadcast_dimensions=(0, 1)),
+                    lax.broadcast_in_dim(bf, shape=(n, m), broadcast_dimensions=(1,)))
+        hit = reshape(lax.reduce_or(eq, axes=(1,)), a.shape)
+    else:
+        from ._searching import searchsorted
+
+        srt = lax.sort(bf, dimension=0)
+        pos = searchsorted(srt, a)
+        pos = lax.minimum(pos, full(pos.shape, m - 1, pos.dtype, a.device))
+        found = reshape(take(srt, reshape(pos, (pos.size,))), a.shape)
+        hit = lax.eq(found, a)
+    return lax.logical_not(hit) if invert else hit
+
+
+__all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]

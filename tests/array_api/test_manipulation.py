@@ -49,7 +49,7 @@ def test_broadcast_arrays(xp, data):
     shps = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=3, max_side=3)).input_shapes
     arrs = [data.draw(host_arrays(shape=s)) for s in shps]
     out = xp.broadcast_arrays(*(xp.asarray(a) for a in arrs))
-    assert isinstance(out, list) and len(out) == 3
+    assert isinstance(out, tuple) and len(out) == 3
     for t, e in zip(out, np.broadcast_arrays(*arrs)):
         check(t, e)
 
@@ -64,7 +64,7 @@ def test_broadcast_errors(xp):
         xp.broadcast_arrays(x, xp.asarray(np.zeros(4)))
     with pytest.raises(ArgumentError):
         xp.broadcast_to(np.zeros(3), (3,))
-    assert xp.broadcast_arrays() == []
+    assert xp.broadcast_arrays() == ()
 
 
 @given(data=st.data(), n=st.integers(1, 3))

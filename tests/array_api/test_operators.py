@@ -272,10 +272,10 @@ def test_dlpack_round_trip(xp, dtype):
 def test_array_namespace(xp):
     t = xp.asarray([1.0])
     assert t.__array_namespace__() is xp
-    assert t.__array_namespace__(api_version="2024.12") is xp
+    assert t.__array_namespace__(api_version="2025.12") is xp
     with pytest.raises(ValueError):
         t.__array_namespace__(api_version="1999.01")
-    assert xp.__array_api_version__ == "2024.12"
+    assert xp.__array_api_version__ == "2025.12"
 
 
 def test_transposes(xp):
