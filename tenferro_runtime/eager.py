@@ -274,13 +274,58 @@ def _bad_result(prim: Primitive, device: Any, expected: str, got: str) -> Kernel
     )
 
 
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory",
+                "not enough memory", "failed to allocate memory")
+"""Lower-case fragments of the RuntimeError messages allocators raise where they have no
+MemoryError of their own (torch's DefaultCPUAllocator, CUDA, MPS, XLA)."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True when `exc` reports a failed allocation: a `MemoryError` (NumPy), torch's
+    ``OutOfMemoryError`` (CUDA), or a RuntimeError whose message says the allocator ran out
+    (torch's CPU allocator). Recognised by class name, module and message, so this module
+    never imports a backend's framework."""
+    if isinstance(exc, MemoryError):
+        return True
+    for cls in type(exc).__mro__:
+        if cls.__name__ == "OutOfMemoryError" and cls.__module__.split(".")[0] in ("torch", "jax", "jaxlib"):
+            return True
+    if isinstance(exc, RuntimeError):
+        msg = str(exc).lower()
+        return any(m in msg for m in _OOM_MARKERS)
+    return False
+
+
+def _first_line(exc: BaseException) -> str:
+    """The exception's message without the C++ stack torch appends to some errors."""
+    msg = str(exc)
+    cut = msg.find("\nException raised from ")
+    return msg if cut < 0 else msg[:cut]
+
+
 def kernel_error(prim: Primitive, device: Any, exc: BaseException) -> KernelError:
-    """The typed error for a kernel that raised `exc` (chained by the caller)."""
-    cls = KernelMemoryError if isinstance(exc, MemoryError) else KernelError
-    return cls(
-        f"kernel for {prim.name!r} on backend {device.backend.name!r} (device {device}) raised "
-        f"{type(exc).__name__}: {exc}; the inputs passed the op's shape and dtype checks, so this "
-        f"is a backend limitation or bug: try another device, or report it to the backend"
+    """The typed error for a kernel that raised `exc` (chained by the caller): a
+    `KernelMemoryError` (also a `MemoryError`) for an allocation failure on any backend."""
+    where = f"kernel for {prim.name!r} on backend {device.backend.name!r} (device {device})"
+    if is_out_of_memory(exc):
+        return KernelMemoryError(
+            f"{where} could not allocate memory ({type(exc).__name__}: {_first_line(exc)}); free "
+            f"memory (drop references to large tensors), use smaller shapes, or move to a device "
+            f"with more memory"
+        )
+    return KernelError(
+        f"{where} raised {type(exc).__name__}: {_first_line(exc)}; the inputs passed the op's shape "
+        f"and dtype checks, so this is a backend limitation or bug: try another device, or report "
+        f"it to the backend"
+    )
+
+
+def memory_error(what: str, device: Any, exc: BaseException) -> KernelMemoryError:
+    """The typed error for an allocation that failed outside a kernel (a host transfer)."""
+    return KernelMemoryError(
+        f"{what} on device {device} could not allocate memory ({type(exc).__name__}: "
+        f"{_first_line(exc)}); free memory (drop references to large tensors), use smaller "
+        f"shapes, or move to a device with more memory"
     )
 
 
@@ -313,4 +358,5 @@ def _with_device(prim: Primitive, params: dict) -> tuple[dict, Any]:
 EVAL = EvalTrace()
 tracing.install_bottom(EVAL)
 
-__all__ = ["EVAL", "EvalTrace", "check_result", "kernel_error", "params_key", "prepare"]
+__all__ = ["EVAL", "EvalTrace", "check_result", "is_out_of_memory", "kernel_error", "memory_error",
+           "params_key", "prepare"]

@@ -110,11 +110,24 @@ class Tensor:
         return self.device.backend.dlpack_device(self._buf)
 
     def __repr__(self) -> str:
-        body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
+        body = np.array2string(self._display_values(), separator=", ", prefix="Tensor(")
         return f"Tensor({body}, dtype={self.dtype}, device='{self.device}')"
 
     def __str__(self) -> str:
-        return str(self.numpy())
+        return str(self._display_values())
+
+    def _display_values(self) -> np.ndarray:
+        """The values for repr/str: the host array, or, for a dtype NumPy cannot hold without
+        an optional package (bfloat16 without ml_dtypes), the values widened to float32
+        (exact for bfloat16); repr still names the tensor's own dtype."""
+        try:
+            return self.numpy()
+        except DTypeError:
+            if self.dtype.name != "bfloat16":
+                raise
+            from tenferro_core import dtypes as D
+
+            return _xp.astype(self, D.float32).numpy()
 
     def __format__(self, spec: str) -> str:
         """``f"{loss:.4f}"``: a 0-d tensor formats like its Python scalar (as in NumPy)."""

@@ -31,6 +31,16 @@ def _torch() -> Any:
     return torch
 
 
+def _raise_if_out_of_memory(what: str, device: str, exc: BaseException) -> None:
+    """Raise the runtime's typed `KernelMemoryError` (chained to `exc`) when `exc` is an
+    allocation failure (NumPy's MemoryError, torch's allocator RuntimeError or
+    OutOfMemoryError)."""
+    from tenferro_runtime.eager import is_out_of_memory, memory_error
+
+    if is_out_of_memory(exc):
+        raise memory_error(what, f"torch:{device}", exc) from exc
+
+
 class TorchBackend:
     """Backend ``torch``; priority -1 keeps ``numpy:cpu`` the default device."""
 
@@ -66,24 +76,33 @@ class TorchBackend:
 
     # ---- transfer ----------------------------------------------------------
     def from_host(self, array: np.ndarray, device: str) -> Any:
+        """A torch tensor on `device` with `array`'s values; an allocation failure (a copy of
+        a read-only array, a transfer to CUDA) is a `KernelMemoryError` (a MemoryError)."""
         torch = _torch()
-        if not array.flags.writeable or any(s < 0 for s in array.strides):
-            array = array.copy()  # torch.from_numpy warns on the first, refuses the second
-        if array.dtype.name == "bfloat16":
-            buf = torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-        else:
-            buf = torch.from_numpy(array)
-        if device == "cpu":
-            return buf
         try:
+            if not array.flags.writeable or any(s < 0 for s in array.strides):
+                array = array.copy()  # torch.from_numpy warns on the first, refuses the second
+            if array.dtype.name == "bfloat16":
+                buf = torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+            else:
+                buf = torch.from_numpy(array)
+            if device == "cpu":
+                return buf
             return buf.to(device)
-        except (RuntimeError, AssertionError) as exc:
+        except (RuntimeError, AssertionError, MemoryError) as exc:
+            _raise_if_out_of_memory("from_host (a host-to-device copy)", device, exc)
+            if device == "cpu":
+                raise
             raise DeviceError(f"torch:{device} cannot take data ({exc}); use torch:cpu") from None
 
     def to_host(self, buf: Any) -> np.ndarray:
         torch = _torch()
-        if buf.device.type != "cpu":
-            buf = buf.cpu()
+        try:
+            if buf.device.type != "cpu":
+                buf = buf.cpu()
+        except (RuntimeError, MemoryError) as exc:
+            _raise_if_out_of_memory("to_host (a device-to-host copy)", str(buf.device), exc)
+            raise
         if buf.dtype is torch.bfloat16:  # torch's numpy() has no bfloat16; ml_dtypes has
             return buf.view(torch.int16).numpy().view(D.bfloat16.numpy)
         return buf.numpy()

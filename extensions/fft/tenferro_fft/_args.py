@@ -1,23 +1,30 @@
 """Argument checks of the public functions and the n/s padding/truncation around the ops.
 
 Each check raises a typed error naming what was expected, what was given and the fix:
-ArgumentError for arguments of the wrong kind (non-int n, unknown norm), ShapeError for
-sizes that do not fit (n < 1, len(s) != len(axes), a 0-length axis without n), AxisError
-for out-of-range or repeated axes, DTypeError for dtypes (see `_ops.check_dtype`).
+ArgumentError for arguments of the wrong kind (non-int or bool n, axis or s entry, unknown
+norm), ShapeError for sizes that do not fit (n < 1, len(s) != len(axes), a 0-length axis
+without n, a length or result too large for any device to address: raised before anything
+is allocated), AxisError for out-of-range or repeated axes and for a 0-d input (no axis to
+transform), DTypeError for dtypes (see `_ops.check_dtype`).
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
 from typing import Any
 
+from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, AxisError, ShapeError
 from tenferro_runtime import lax
 from tenferro_runtime.array_api._helpers import check_tensor, normalize_axis
 from tenferro_runtime.tensor import Tensor
 
 from ._ops import NORMS, check_dtype
+
+MAX_BYTES = 2**63 - 1
+"""The most bytes one buffer can span on any backend (NumPy and torch index with int64)."""
 
 
 def tensor(name: str, x: Any, kinds: str) -> Tensor:
@@ -52,7 +59,32 @@ def length(name: str, n: Any, optional: bool = True) -> int | None:
             f"{name}: n must be a positive number of points, got {n}; pass n >= 1"
             + (" or None" if optional else "")
         )
+    if n > MAX_BYTES:
+        raise ShapeError(f"{name}: n={n} is larger than any device can address (2**63 - 1); pass a smaller n")
     return n
+
+
+def check_bytes(name: str, what: str, shape: Sequence[int], dtype: D.DType) -> None:
+    """ShapeError, before anything is allocated, when a `dtype` buffer of `shape` would span
+    more than `MAX_BYTES` (an allocation no backend can even attempt)."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > MAX_BYTES:
+        raise ShapeError(
+            f"{name}: {what} would have shape {tuple(shape)} ({dtype}, {nbytes} bytes), more than any "
+            f"device can address (2**63 - 1 bytes); pass a smaller n or s"
+        )
+
+
+def axis(name: str, x: Tensor, ax: Any) -> int:
+    """The non-negative axis of the 1-d transforms; a 0-d input has none to transform."""
+    ax = _int(name, "axis", ax)
+    if x.ndim == 0:
+        raise AxisError(
+            f"{name}: axis {ax} is out of range for a tensor of rank 0: the input must have at least "
+            f"one dimension (a 0-d tensor has no axis to transform); reshape it to 1-d first, "
+            f"e.g. reshape(x, (1,))"
+        )
+    return normalize_axis(name, ax, x.ndim)
 
 
 def _sequence(name: str, what: str, v: Any) -> Sequence[Any]:
@@ -74,6 +106,11 @@ def axes_and_sizes(name: str, x: Tensor, s: Any, axes: Any) -> tuple[tuple[int, 
             v = _int(name, "each entry of s", v)
             if v < 1 and v != -1:
                 raise ShapeError(f"{name}: s entries must be >= 1 (or -1 for the input's length), got s={s}")
+            if v > MAX_BYTES:
+                raise ShapeError(
+                    f"{name}: s entry {v} is larger than any device can address (2**63 - 1); "
+                    f"pass smaller lengths"
+                )
             sizes.append(None if v == -1 else v)
     if axes is None:
         if sizes is not None and len(sizes) > x.ndim:
@@ -83,8 +120,14 @@ def axes_and_sizes(name: str, x: Tensor, s: Any, axes: Any) -> tuple[tuple[int, 
             )
         out = tuple(range(x.ndim - (x.ndim if sizes is None else len(sizes)), x.ndim))
     else:
-        out = tuple(normalize_axis(name, _int(name, "each axis", a), x.ndim)
-                    for a in _sequence(name, "axes", axes))
+        ints = [_int(name, "each axis", a) for a in _sequence(name, "axes", axes)]
+        if ints and x.ndim == 0:
+            raise AxisError(
+                f"{name}: axes {tuple(ints)} are out of range for a tensor of rank 0: the input must "
+                f"have at least one dimension to transform along; reshape it to 1-d first, "
+                f"e.g. reshape(x, (1,))"
+            )
+        out = tuple(normalize_axis(name, a, x.ndim) for a in ints)
         if len(set(out)) != len(out):
             raise AxisError(f"{name}: axes {tuple(axes)} name an axis twice; pass each axis once")
     if sizes is None:
@@ -114,6 +157,10 @@ def resolve(name: str, x: Tensor, axes: Sequence[int], sizes: Sequence[int | Non
                     why += f", so the default output length 2*(m-1) = {n} is invalid"
                 raise ShapeError(f"{name}: {why}; pass {fix} (the input is zero-padded to it)")
         out.append(n)
+    shape = list(x.shape)
+    for a, n in zip(axes, out):
+        shape[a] = n
+    check_bytes(name, "the transform", shape, D.complex_of(x.dtype) if x.dtype.kind in "fc" else x.dtype)
     return out
 
 

@@ -17,7 +17,7 @@ from tenferro_runtime.array_api import roll
 from tenferro_runtime.array_api._helpers import check_tensor, convert, fresh, normalize_axes, resolve_device
 from tenferro_runtime.tensor import Tensor
 
-from ._args import length
+from ._args import check_bytes, length
 
 
 def _spacing(name: str, d: Any) -> float:
@@ -42,6 +42,7 @@ def _frequencies(name: str, n: Any, d: Any, dtype: Any, device: Any, count: Any)
     dtype, dev = _out_dtype(name, dtype), resolve_device(device)
     work = D.float64 if dev.supports(D.float64) else dtype
     size, split = count(n)
+    check_bytes(name, "the result", (size,), work)
     k = lax.iota(dtype=work, shape=(size,), dimension=0, device=dev)
 
     def full(v):
@@ -64,6 +65,8 @@ def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None
 
 def _shift(name: str, x: Any, axes: Any, sign: int) -> Tensor:
     check_tensor(name, x)
+    if isinstance(axes, bool) or (isinstance(axes, (tuple, list)) and any(isinstance(a, bool) for a in axes)):
+        raise ArgumentError(f"{name}: axes must be an int or a tuple of ints, not bool; got {axes!r}")
     axes = normalize_axes(name, axes, x.ndim)
     if not axes:
         return fresh(x)

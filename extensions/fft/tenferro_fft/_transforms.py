@@ -13,7 +13,7 @@ from typing import Any
 from tenferro_core import dtypes as D
 from tenferro_core.errors import ShapeError
 from tenferro_runtime import lax
-from tenferro_runtime.array_api._helpers import convert, fresh, normalize_axis
+from tenferro_runtime.array_api._helpers import convert, fresh
 from tenferro_runtime.tensor import Tensor
 
 from . import _args as A
@@ -37,14 +37,20 @@ def _c2c(name: str, x: Tensor, ax: tuple[int, ...], sizes: list, norm: Norm, inv
 
 def _r2c(name: str, x: Tensor, ax: tuple[int, ...], sizes: list, norm: Norm) -> Tensor:
     if not ax:
-        raise ShapeError(f"{name}: needs at least one axis to transform, got axes=() (x has rank {x.ndim})")
+        raise ShapeError(
+            f"{name}: needs at least one axis to transform, got axes=() (x has rank {x.ndim})"
+            + ("; the input must have at least one dimension" if x.ndim == 0 else "")
+        )
     ax, lengths = _last_kept(ax, A.resolve(name, x, ax, sizes))
     return rfft_p.bind(A.fit(x, ax, lengths), axes=ax, norm=norm)
 
 
 def _c2r(name: str, x: Tensor, ax: tuple[int, ...], sizes: list, norm: Norm) -> Tensor:
     if not ax:
-        raise ShapeError(f"{name}: needs at least one axis to transform, got axes=() (x has rank {x.ndim})")
+        raise ShapeError(
+            f"{name}: needs at least one axis to transform, got axes=() (x has rank {x.ndim})"
+            + ("; the input must have at least one dimension" if x.ndim == 0 else "")
+        )
     ax, s = _last_kept(ax, A.resolve(name, x, ax, sizes, halved_last=True))
     x = A.fit(convert(x, D.complex_of(x.dtype)), ax, s[:-1] + (s[-1] // 2 + 1,))
     return irfft_p.bind(x, axes=ax, s=s, norm=norm)
@@ -55,7 +61,7 @@ def _prep(name: str, x: Any, kinds: str, norm: Any) -> tuple[Tensor, Norm]:
 
 
 def _one(name: str, x: Tensor, n: Any, axis: Any) -> tuple[tuple[int, ...], list]:
-    return (normalize_axis(name, axis, x.ndim),), [A.length(name, n)]
+    return (A.axis(name, x, axis),), [A.length(name, n)]
 
 
 def fft(x: Tensor, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> Tensor:
