@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 from typing import Any
 
 import numpy as np
@@ -15,6 +14,7 @@ from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
 
 from .. import lax
 from ..tensor import Tensor
+from ._args import MAX_ELEMENTS, as_int, as_shape, check_count, check_size
 from ._helpers import convert, resolve_device
 from ._helpers import full as _full
 
@@ -182,16 +182,8 @@ def to_device(x: Tensor, device: Any, /, *, stream: Any = None) -> Tensor:
     return Tensor._new(dst.backend.from_host(host, dst.id), Aval(x.shape, x.dtype, dst))
 
 
-def _shape(name: str, shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, int) and not isinstance(shape, bool):
-        shape = (shape,)
-    try:
-        out = tuple(int(s) if not isinstance(s, bool) else None for s in shape)
-    except TypeError:
-        raise ArgumentError(f"{name}: shape must be an int or a tuple of ints, got {shape!r}") from None
-    if any(s is None or s < 0 for s in out):
-        raise ShapeError(f"{name}: shape entries must be non-negative ints, got {shape!r}")
-    return out
+def _shape(name: str, shape: Any, itemsize: int = 1) -> tuple[int, ...]:
+    return as_shape(name, shape, itemsize=itemsize)
 
 
 def full(shape: Any, fill_value: bool | int | float | complex, *, dtype: Any = None,
@@ -208,7 +200,7 @@ def full(shape: Any, fill_value: bool | int | float | complex, *, dtype: Any = N
     if D.promote_scalar(dtype, fill_value) is not dtype and dtype.kind != "c":
         raise DTypeError(f"full: fill_value {fill_value!r} does not fit dtype {dtype} without a cast")
     check_scalar_fits("full", fill_value, dtype)
-    return _full(_shape("full", shape), fill_value, dtype, dev)
+    return _full(_shape("full", shape, dtype.itemsize), fill_value, dtype, dev)
 
 
 def zeros(shape: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
@@ -259,15 +251,9 @@ def full_like(x: Tensor, /, fill_value: Any, *, dtype: Any = None, device: Any =
 
 
 def _index_arg(name: str, what: str, v: Any, nonneg: bool = True) -> int:
-    if isinstance(v, bool):
-        raise ArgumentError(f"{name}: {what} must be an int, got bool")
-    try:
-        i = operator.index(v)
-    except TypeError:
-        raise ArgumentError(f"{name}: {what} must be an int, got {type(v).__name__} {v!r}") from None
-    if nonneg and i < 0:
-        raise ShapeError(f"{name}: {what} must be a non-negative int, got {i}")
-    return i
+    if nonneg:
+        return check_count(name, what, v)
+    return as_int(name, what, v)
 
 
 def _number_arg(name: str, what: str, v: Any, complex_ok: bool = False) -> int | float | complex:
@@ -311,10 +297,14 @@ def arange(start: int | float, /, stop: int | float | None = None, step: int | f
     if floats:
         if not all(math.isfinite(v) for v in args):
             raise ShapeError(f"arange: start, stop and step must be finite, got {args}")
-        n = math.ceil((stop - start) / step)
+        ratio = (stop - start) / step
+        if not math.isfinite(ratio):  # e.g. arange(-1e308, 1e308): the count overflows a float
+            raise ShapeError(f"arange: {args} gives too many values; a tensor can hold at most "
+                             f"{MAX_ELEMENTS} (2**62) elements")
+        n = math.ceil(ratio)
     else:
         n = -((start - stop) // step)
-    n = max(n, 0)
+    n = check_count("arange", "the number of values", max(n, 0), dtype.itemsize)
     dev = resolve_device(device)
     if dtype.kind in "iu":
         if floats and not all(float(v).is_integer() for v in args):
@@ -350,6 +340,7 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = N
     n_cols = n_rows if n_cols is None else _index_arg("eye", "n_cols", n_cols)
     k = _index_arg("eye", "k", k, nonneg=False)
     dtype = D.DEFAULT_FLOAT if dtype is None else D.as_dtype(dtype)
+    check_size("eye", (n_rows, n_cols), max(dtype.itemsize, 8))  # the int64 iota grids of _band
     dev = resolve_device(device)
     mask = _band(n_rows, n_cols, k, lax.eq, dev)
     return mask if dtype is D.bool_ else lax.convert(mask, new_dtype=dtype)

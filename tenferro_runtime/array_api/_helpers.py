@@ -6,7 +6,6 @@ Every namespace module builds on these; none of them touches backend buffers.
 from __future__ import annotations
 
 import builtins
-import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeErro
 from .. import lax, tracing
 from ..runtime import Device, default_runtime
 from ..tensor import Tensor
+from ._args import as_axis
 
 SCALAR_TYPES = (bool, int, float, complex)
 
@@ -205,10 +205,8 @@ def elementwise_operands(name: str, *args: Any) -> tuple[Tensor, ...]:
 
 
 def normalize_axis(name: str, axis: Any, ndim: int) -> int:
-    try:
-        ax = operator.index(axis)
-    except TypeError:
-        raise ArgumentError(f"{name}: axis must be an int, got {type(axis).__name__}") from None
+    """A non-negative axis of a rank-`ndim` tensor; ArgumentError for a bool, float or str axis."""
+    ax = as_axis(name, axis)
     if not -ndim <= ax < ndim:
         raise AxisError(
             f"{name}: axis {ax} is out of range for a tensor of rank {ndim}; "
@@ -223,6 +221,9 @@ def normalize_axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     if isinstance(axis, (tuple, list)):
         axes = tuple(normalize_axis(name, a, ndim) for a in axis)
+    elif not hasattr(axis, "__index__") or isinstance(axis, (str, bytes)):
+        raise ArgumentError(f"{name}: axis must be None, an int or a tuple of ints, got "
+                            f"{type(axis).__name__} {axis!r}")
     else:
         axes = (normalize_axis(name, axis, ndim),)
     if len(set(axes)) != len(axes):

@@ -5,13 +5,13 @@ Each lowers to one `dot_general` (plus explicit broadcasts and transposes).
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeError
 
 from .. import lax
 from ..tensor import Tensor
+from ._args import as_axis, as_int
 from ._helpers import broadcast_shapes, broadcast_to, check_tensor, normalize_axis, promote, reshape
 
 
@@ -80,8 +80,8 @@ def matrix_transpose(x: Tensor, /) -> Tensor:
 def _axes_list(name: str, axes: Any, ndim: int, which: str) -> tuple[int, ...]:
     seq = axes if isinstance(axes, (tuple, list)) else (axes,)
     try:
-        out = tuple(normalize_axis(name, operator.index(a), ndim) for a in seq)
-    except TypeError:
+        out = tuple(normalize_axis(name, a, ndim) for a in seq)
+    except ArgumentError:
         raise ArgumentError(f"{name}: axes for {which} must be ints, got {axes!r}") from None
     if len(set(out)) != len(out):
         raise AxisError(f"{name}: repeated axis in {axes!r} for {which}")
@@ -100,8 +100,8 @@ def tensordot(x1: Tensor, x2: Tensor, /, *, axes: int | tuple[Any, Any] = 2) -> 
             raise ShapeError(f"tensordot: axes {axes!r} pair up different numbers of axes")
     else:
         try:
-            n = operator.index(axes)
-        except TypeError:
+            n = as_int("tensordot", "axes", axes)
+        except ArgumentError:
             raise ArgumentError(f"tensordot: axes must be an int or a pair, got {axes!r}") from None
         if n < 0 or n > a.ndim or n > b.ndim:
             raise AxisError(
@@ -123,6 +123,7 @@ def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     a, b = _operands("vecdot", x1, x2)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"vecdot: operands must be at least 1-d, got {x1.shape} and {x2.shape}")
+    axis = as_axis("vecdot", axis)
     if not -min(a.ndim, b.ndim) <= axis < 0 and not 0 <= axis < min(a.ndim, b.ndim):
         raise AxisError(
             f"vecdot: axis {axis} is out of range for shapes {x1.shape} and {x2.shape}"

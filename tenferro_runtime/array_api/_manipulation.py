@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
 import math
-import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +12,7 @@ from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeErro
 
 from .. import lax
 from ..tensor import Tensor
+from ._args import as_ints, as_shape, check_size
 from ._helpers import broadcast_shapes as _broadcast_shapes
 from ._helpers import broadcast_to as _broadcast_to
 from ._helpers import (
@@ -27,18 +28,8 @@ from ._indexing import gather_axis
 
 
 def _ints(name: str, value: Any, what: str) -> tuple[int, ...]:
-    """An int or a sequence of ints as a tuple of ints."""
-    out = []
-    for v in value if isinstance(value, (tuple, list)) else (value,):
-        try:
-            if isinstance(v, bool):
-                raise TypeError
-            out.append(operator.index(v))
-        except TypeError:
-            raise ArgumentError(
-                f"{name}: {what} must be an int or a tuple of ints, got {value!r}"
-            ) from None
-    return tuple(out)
+    """An int or a sequence of ints as a tuple of ints (bool, float, str: ArgumentError)."""
+    return as_ints(name, what, value)
 
 
 def _tensors(name: str, arrays: Any) -> list[Tensor]:
@@ -77,19 +68,14 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
             raise ArgumentError(
                 f"broadcast_shapes: shapes[{i}] must be a tuple of ints, got {type(s).__name__}"
             )
-        s = _ints("broadcast_shapes", s, f"shapes[{i}]")
-        if any(n < 0 for n in s):
-            raise ShapeError(f"broadcast_shapes: shape entries must be non-negative, got {s}")
-        norm.append(s)
+        norm.append(as_shape("broadcast_shapes", s, f"shapes[{i}]"))
     return _broadcast_shapes(*norm) if norm else ()
 
 
 def broadcast_to(x: Tensor, /, shape: Sequence[int]) -> Tensor:
     """Broadcast x to `shape`; ShapeError when the shapes are incompatible."""
     check_tensor("broadcast_to", x)
-    shape = _ints("broadcast_to", shape, "shape")
-    if any(n < 0 for n in shape):
-        raise ShapeError(f"broadcast_to: shape entries must be non-negative, got {shape}")
+    shape = as_shape("broadcast_to", shape)
     return fresh(_broadcast_to(x, shape))
 
 
@@ -170,11 +156,7 @@ def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
 def reshape(x: Tensor, /, shape: Sequence[int], *, copy: bool | None = None) -> Tensor:
     """Reshape x; one entry may be -1 (inferred). copy=True always returns a new buffer."""
     check_tensor("reshape", x)
-    shape = _ints("reshape", shape, "shape")
-    if sum(n == -1 for n in shape) > 1 or any(n < -1 for n in shape):
-        raise ShapeError(
-            f"reshape: shape entries must be non-negative, with at most one -1; got {shape}"
-        )
+    shape = as_shape("reshape", shape, allow_infer=True)
     if -1 in shape:
         known = math.prod(n for n in shape if n != -1)
         if known == 0 or x.size % known:
@@ -285,6 +267,7 @@ def tile(x: Tensor, repetitions: tuple[int, ...], /) -> Tensor:
     d = max(x.ndim, len(reps))
     shape = (1,) * (d - x.ndim) + x.shape
     reps = (1,) * (d - len(reps)) + reps
+    check_size("tile", tuple(r * n for r, n in zip(reps, shape)), x.dtype.itemsize)
     big = tuple(v for r, n in zip(reps, shape) for v in (r, n))
     y = lax.broadcast_in_dim(_reshape(x, shape), shape=big,
                              broadcast_dimensions=tuple(range(1, 2 * d, 2)))
@@ -307,6 +290,7 @@ def repeat(x: Tensor, repeats: int | Tensor, /, *, axis: int | None = None) -> T
         raise ArgumentError("repeat: repeats must be an int or a 1-d integer tensor")
     (r,) = _ints("repeat", repeats, "repeats")
     _nonneg("repeat", (r,), "repeats")
+    check_size("repeat", x.shape[:ax] + (n * r,) + x.shape[ax + 1:], x.dtype.itemsize)
     shape = x.shape[:ax] + (n, r) + x.shape[ax + 1:]
     dims = tuple(d if d <= ax else d + 1 for d in range(x.ndim))
     y = lax.broadcast_in_dim(x, shape=shape, broadcast_dimensions=dims)
@@ -324,7 +308,8 @@ def _repeat_counts(x: Tensor, repeats: Tensor, ax: int) -> Tensor:
     _nonneg("repeat", tuple(counts.tolist()), "repeats")
     if repeats.shape[0] == 1 or n == 0:
         return repeat(x, int(counts[0]) if n else 0, axis=ax)
-    total = int(counts.sum())
+    total = builtins.sum(int(c) for c in counts.tolist())  # Python ints: no int64 wraparound
+    check_size("repeat", x.shape[:ax] + (total,) + x.shape[ax + 1:], x.dtype.itemsize)
     # source index of every output position: cumsum of 1s placed at each segment end
     dev = x.device
     ends = lax.cumsum(lax.convert(repeats, new_dtype=D.int64), axis=0)

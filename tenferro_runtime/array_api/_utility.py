@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 from tenferro_core import dtypes as D
@@ -10,6 +9,7 @@ from tenferro_core.errors import ArgumentError, ShapeError
 
 from .. import lax
 from ..tensor import Tensor
+from ._args import as_int
 from ._helpers import (
     broadcast_to,
     check_tensor,
@@ -70,12 +70,7 @@ def diff(x: Tensor, /, *, axis: int = -1, n: int = 1, prepend: Any = None,
     if x.ndim == 0:
         raise ShapeError("diff: expected a tensor with at least one axis, got a 0-d tensor")
     ax = normalize_axis("diff", axis, x.ndim)
-    try:
-        if isinstance(n, bool):
-            raise TypeError
-        n = operator.index(n)
-    except TypeError:
-        raise ArgumentError(f"diff: n must be a non-negative int, got {n!r}") from None
+    n = as_int("diff", "n", n)
     if n < 0:
         raise ArgumentError(f"diff: n must be a non-negative int, got {n}")
     names = [w for w, q in (("prepend", prepend), ("x", x), ("append", append)) if q is not None]
