@@ -59,6 +59,14 @@ def _host_from_python(obj: Any, dtype: D.DType | None) -> np.ndarray:
         raise ShapeError(f"asarray: cannot convert {type(obj).__name__} to an array: {exc}") from None
     if host.dtype.kind == "O" and isinstance(obj, int):
         raise DTypeError(f"asarray: Python int {obj} does not fit in int64 or uint64")
+    if host.dtype.kind == "O" and host.size and all(isinstance(v, numbers.Number) for v in host.flat):
+        big = max((v for v in host.flat if isinstance(v, int)), key=abs, default=None)
+        if big is not None and dtype is not None and dtype.kind in "fc":
+            host = host.astype(dtype.numpy)  # huge ints into a float dtype, as asked
+        elif big is not None:  # a regular sequence of numbers NumPy kept as objects: an int too large
+            raise DTypeError(
+                f"asarray: Python int {big} does not fit in int64 or uint64 (the largest integer "
+                f"dtypes); use a float dtype (dtype=float64) or smaller values")
     if dtype is not None and dtype.kind in "iu" and host.dtype.kind in "fO" and host.size:
         exact = _python_ints(obj, host.shape, dtype)  # e.g. [0, 2**64 - 1]: NumPy mixes them into float64
         if exact is not None:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tenferro_core.errors import ArgumentError, AxisError, ShapeError
+from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeError
 from tenferro_runtime.array_api import _args
 
 HUGE = 2**70
@@ -287,3 +287,13 @@ def test_check_size_matches_python_product(shape):
     else:
         with pytest.raises(ShapeError, match="too large"):
             _args.check_size("f", shape)
+
+
+@pytest.mark.parametrize("seq", [[2**70, 1], [[2**70, 1], [1, 2]], [2**70, 1.5], [-(2**64), 1]])
+def test_asarray_of_ints_too_large_says_so(xp, seq):
+    """A regular sequence holding an int beyond int64/uint64 is an overflow, not a 'ragged
+    sequence'; into a float dtype it converts."""
+    with pytest.raises(DTypeError, match=r"does not fit in int64 or uint64"):
+        xp.asarray(seq)
+    got = xp.asarray(seq, dtype=xp.float64).numpy()
+    np.testing.assert_array_equal(got, np.array(seq, dtype=object).astype(np.float64))
