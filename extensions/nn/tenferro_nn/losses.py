@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenferro_ad import stop_gradient
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError, TenferroIndexError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.tensor import Tensor
 
+from .functional import log_softmax
+from .functional._util import check_floating, check_tensor
 from .module import Module
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -30,21 +31,6 @@ def _reduction(fn: str, reduction: Any) -> str:
     return reduction
 
 
-def _tensor(fn: str, what: str, x: Any) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise ArgumentError(f"{fn}: {what} must be a tenferro Tensor, got {type(x).__name__}; "
-                            f"convert it with array_api.asarray")
-    return x
-
-
-def _floating(fn: str, what: str, x: Any) -> Tensor:
-    x = _tensor(fn, what, x)
-    if x.dtype.kind != "f":
-        raise DTypeError(f"{fn}: {what} must be a real floating tensor, got {x.dtype}; "
-                         f"convert it with astype(x, float32)")
-    return x
-
-
 def _same_dtype(fn: str, what: str, x: Tensor, like: Tensor) -> None:
     if x.dtype is not like.dtype:
         raise DTypeError(f"{fn}: {what} is {x.dtype} but the input is {like.dtype}; expected the "
@@ -55,7 +41,7 @@ def _class_weight(fn: str, weight: Any, logits: Tensor, cdim: int) -> Tensor | N
     """The class weights (C,) reshaped to broadcast along the class dimension."""
     if weight is None:
         return None
-    w = _floating(fn, "weight", weight)
+    w = check_floating(fn, weight, "weight")
     c = logits.shape[cdim]
     if w.shape != (c,):
         raise ShapeError(f"{fn}: weight must have shape ({c},), one entry per class, got "
@@ -90,14 +76,6 @@ def _check_indices(fn: str, target: Tensor, logits: Tensor, cdim: int, ignore_in
 
 
 # ---- building blocks ------------------------------------------------------------------------
-def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
-    """log(softmax(x)) along `axis`, shifted by the (constant) maximum so large logits stay
-    finite; exact derivatives of every order."""
-    m = stop_gradient(xp.max(x, axis=axis, keepdims=True))
-    s = x - m
-    return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
-
-
 def _reduce(loss: Tensor, reduction: str, denom: Any = None) -> Tensor:
     if reduction == "none":
         return loss
@@ -131,9 +109,9 @@ def nll_loss(input: Tensor, target: Tensor, *, weight: Tensor | None = None, ign
     weights."""
     fn = "nll_loss"
     _reduction(fn, reduction)
-    logp = _floating(fn, "input", input)
+    logp = check_floating(fn, input, "input")
     cdim = _class_dim(fn, logp)
-    target = _tensor(fn, "target", target)
+    target = check_tensor(fn, target, "target")
     _check_indices(fn, target, logp, cdim, ignore_index)
     w = _class_weight(fn, weight, logp, cdim)
     loss, wy, _ = _nll_parts(logp, target, w, ignore_index, cdim)
@@ -148,9 +126,9 @@ def cross_entropy(input: Tensor, target: Tensor, *, weight: Tensor | None = None
     smoothing combine), computed from a max-shifted log-softmax."""
     fn = "cross_entropy"
     _reduction(fn, reduction)
-    logits = _floating(fn, "input", input)
+    logits = check_floating(fn, input, "input")
     cdim = _class_dim(fn, logits)
-    target = _tensor(fn, "target", target)
+    target = check_tensor(fn, target, "target")
     if not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
         raise ArgumentError(f"{fn}: label_smoothing must be a float in [0, 1], got {label_smoothing!r}")
     eps = float(label_smoothing)
@@ -159,7 +137,7 @@ def cross_entropy(input: Tensor, target: Tensor, *, weight: Tensor | None = None
         return _cross_entropy_probs(fn, logits, target, weight, reduction, eps, cdim)
     _check_indices(fn, target, logits, cdim, ignore_index)
     w = _class_weight(fn, weight, logits, cdim)
-    logp = log_softmax(logits, axis=cdim)
+    logp = log_softmax(logits, cdim)
     loss, wy, valid = _nll_parts(logp, target, w, ignore_index, cdim)
     denom = xp.sum(wy)
     nll = _reduce(loss, reduction, denom)
@@ -181,7 +159,7 @@ def _cross_entropy_probs(fn: str, logits: Tensor, target: Tensor, weight: Any, r
     w = _class_weight(fn, weight, logits, cdim)
     if eps > 0.0:
         target = target * (1.0 - eps) + eps / c
-    prod = log_softmax(logits, axis=cdim) * target
+    prod = log_softmax(logits, cdim) * target
     if w is not None:
         prod = prod * w
     if reduction == "none":
@@ -193,8 +171,8 @@ def _cross_entropy_probs(fn: str, logits: Tensor, target: Tensor, weight: Any, r
 def _input_and_target(fn: str, input: Any, target: Any, reduction: str) -> tuple[Tensor, Tensor]:
     """Checked floating input and a target of its shape and dtype (elementwise losses)."""
     _reduction(fn, reduction)
-    x = _floating(fn, "input", input)
-    t = _floating(fn, "target", target)
+    x = check_floating(fn, input, "input")
+    t = check_floating(fn, target, "target")
     if t.shape != x.shape:
         raise ShapeError(f"{fn}: target must have the input's shape {list(x.shape)}, got {list(t.shape)}")
     _same_dtype(fn, "target", t, x)
@@ -210,7 +188,7 @@ def mse_loss(input: Tensor, target: Tensor, *, reduction: str = "mean") -> Tenso
 
 
 def _broadcastable(fn: str, what: str, w: Any, x: Tensor) -> Tensor:
-    w = _floating(fn, what, w)
+    w = check_floating(fn, w, what)
     _same_dtype(fn, what, w, x)
     ok = w.ndim <= x.ndim and all(a in (1, b) for a, b in zip(w.shape[::-1], x.shape[::-1]))
     if not ok:
@@ -250,7 +228,7 @@ class _Loss(Module):
         if value is None:
             setattr(self, name, None)
         else:
-            self.register_buffer(name, _floating(type(self).__name__, name, value))
+            self.register_buffer(name, check_floating(type(self).__name__, value, name))
 
     def extra_repr(self) -> str:
         return f"reduction={self.reduction!r}"
@@ -311,5 +289,5 @@ class BCEWithLogitsLoss(_Loss):
 
 __all__ = [
     "BCEWithLogitsLoss", "CrossEntropyLoss", "MSELoss", "NLLLoss", "REDUCTIONS",
-    "binary_cross_entropy_with_logits", "cross_entropy", "log_softmax", "mse_loss", "nll_loss",
+    "binary_cross_entropy_with_logits", "cross_entropy", "mse_loss", "nll_loss",
 ]
