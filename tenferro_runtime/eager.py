@@ -308,11 +308,7 @@ def kernel_error(prim: Primitive, device: Any, exc: BaseException) -> KernelErro
     `KernelMemoryError` (also a `MemoryError`) for an allocation failure on any backend."""
     where = f"kernel for {prim.name!r} on backend {device.backend.name!r} (device {device})"
     if is_out_of_memory(exc):
-        return KernelMemoryError(
-            f"{where} could not allocate memory ({type(exc).__name__}: {_first_line(exc)}); free "
-            f"memory (drop references to large tensors), use smaller shapes, or move to a device "
-            f"with more memory"
-        )
+        return _out_of_memory(where, exc)
     return KernelError(
         f"{where} raised {type(exc).__name__}: {_first_line(exc)}; the inputs passed the op's shape "
         f"and dtype checks, so this is a backend limitation or bug: try another device, or report "
@@ -322,10 +318,14 @@ def kernel_error(prim: Primitive, device: Any, exc: BaseException) -> KernelErro
 
 def memory_error(what: str, device: Any, exc: BaseException) -> KernelMemoryError:
     """The typed error for an allocation that failed outside a kernel (a host transfer)."""
+    return _out_of_memory(f"{what} on device {device}", exc)
+
+
+def _out_of_memory(where: str, exc: BaseException) -> KernelMemoryError:
     return KernelMemoryError(
-        f"{what} on device {device} could not allocate memory ({type(exc).__name__}: "
-        f"{_first_line(exc)}); free memory (drop references to large tensors), use smaller "
-        f"shapes, or move to a device with more memory"
+        f"{where} could not allocate memory ({type(exc).__name__}: {_first_line(exc)}); free "
+        f"memory (drop references to large tensors), use smaller shapes, or move to a device "
+        f"with more memory"
     )
 
 
