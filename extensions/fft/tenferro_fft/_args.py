@@ -18,13 +18,11 @@ from typing import Any
 from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, AxisError, ShapeError
 from tenferro_runtime import lax
+from tenferro_runtime.array_api._args import MAX_BYTES  # the bytes one buffer can span on any backend
 from tenferro_runtime.array_api._helpers import check_tensor, normalize_axis
 from tenferro_runtime.tensor import Tensor
 
 from ._ops import NORMS, check_dtype
-
-MAX_BYTES = 2**63 - 1
-"""The most bytes one buffer can span on any backend (NumPy and torch index with int64)."""
 
 
 def tensor(name: str, x: Any, kinds: str) -> Tensor:
@@ -79,12 +77,15 @@ def axis(name: str, x: Tensor, ax: Any) -> int:
     """The non-negative axis of the 1-d transforms; a 0-d input has none to transform."""
     ax = _int(name, "axis", ax)
     if x.ndim == 0:
-        raise AxisError(
-            f"{name}: axis {ax} is out of range for a tensor of rank 0: the input must have at least "
-            f"one dimension (a 0-d tensor has no axis to transform); reshape it to 1-d first, "
-            f"e.g. reshape(x, (1,))"
-        )
+        raise _no_axis(name, f"axis {ax} is", "(a 0-d tensor has no axis to transform)")
     return normalize_axis(name, ax, x.ndim)
+
+
+def _no_axis(name: str, which: str, why: str) -> AxisError:
+    return AxisError(
+        f"{name}: {which} out of range for a tensor of rank 0: the input must have at least one "
+        f"dimension {why}; reshape it to 1-d first, e.g. reshape(x, (1,))"
+    )
 
 
 def _sequence(name: str, what: str, v: Any) -> Sequence[Any]:
@@ -122,11 +123,7 @@ def axes_and_sizes(name: str, x: Tensor, s: Any, axes: Any) -> tuple[tuple[int, 
     else:
         ints = [_int(name, "each axis", a) for a in _sequence(name, "axes", axes)]
         if ints and x.ndim == 0:
-            raise AxisError(
-                f"{name}: axes {tuple(ints)} are out of range for a tensor of rank 0: the input must "
-                f"have at least one dimension to transform along; reshape it to 1-d first, "
-                f"e.g. reshape(x, (1,))"
-            )
+            raise _no_axis(name, f"axes {tuple(ints)} are", "to transform along")
         out = tuple(normalize_axis(name, a, x.ndim) for a in ints)
         if len(set(out)) != len(out):
             raise AxisError(f"{name}: axes {tuple(axes)} name an axis twice; pass each axis once")
