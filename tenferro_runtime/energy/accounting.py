@@ -137,8 +137,8 @@ def _start(device: Any) -> list:
     for m in meters:
         try:
             out.append((m, checked(m, device, None)))
-        except Exception as exc:
-            out.append((m, str(exc) if isinstance(exc, MeterError) else f"{type(exc).__name__}: {exc}"))
+        except MeterError as exc:  # `checked` turns every failure of a meter into one
+            out.append((m, str(exc)))
     return out
 
 
@@ -153,7 +153,7 @@ def _read(device: Any, starts: list) -> tuple[DeviceEnergy | None, Any]:
             continue
         try:
             end = checked(m, device, start)
-        except Exception as exc:
+        except MeterError as exc:
             notes.append(f"{name} failed: {exc}")
             continue
         fell_back = bool(notes)
