@@ -278,6 +278,15 @@ def map_tensors(fn: Callable[[Tensor], Any], m: Module) -> Module:
     return unflatten_module(node, [fn(t) for t in leaves])
 
 
+def leaf_names(m: Module) -> list[str | None]:
+    """The state-dict path of each of `m`'s pytree leaves, in `tree_flatten` order (a tied
+    tensor: its first path; a tensor under a private attribute has none: None)."""
+    first: dict[int, str] = {}
+    for name, t, _ in _named_tensors(m, ""):
+        first.setdefault(id(t), name)
+    return [first.get(id(t)) for t in flatten_module(m)[0]]
+
+
 def trainable_mask(tree: Any) -> list[bool]:
     """For each leaf of `tree` (in `tree_flatten` order): is it trained? False for module
     buffers and non-floating tensors, True for every other tensor leaf."""
@@ -384,6 +393,6 @@ def check_input(module: Module, x: Any, expected: str, *, ndim: tuple[int, ...] 
 
 
 __all__ = [
-    "LoadResult", "Module", "StateDictError", "check_input", "flatten_module", "map_tensors",
+    "LoadResult", "Module", "StateDictError", "check_input", "flatten_module", "leaf_names", "map_tensors",
     "trainable_mask", "unflatten_module", "where",
 ]

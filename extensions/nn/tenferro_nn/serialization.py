@@ -38,7 +38,7 @@ from tenferro_runtime.pytree import TreeDef, tree_flatten, tree_unflatten
 from tenferro_runtime.runtime import default_runtime
 from tenferro_runtime.tensor import Tensor
 
-from .module import LoadResult, Module, StateDictError
+from .module import LoadResult, Module, StateDictError, leaf_names
 
 FORMAT = "tenferro"
 _DTYPES_KEY = "tenferro.dtypes"
@@ -350,11 +350,7 @@ def _describe(fn: str, td: TreeDef, leaves: list[Any]) -> tuple[list[list[Any]],
 
 def _module_names(td: TreeDef, tensors: list[Any]) -> list[str]:
     """The state-dict path of each of a module node's tensors (its index where it has none)."""
-    module = tree_unflatten(td, tensors)
-    first: dict[int, str] = {}
-    for name, t in module.state_dict().items():
-        first.setdefault(id(t), name)
-    return [first.get(id(t), str(i)) for i, t in enumerate(tensors)]
+    return [n or str(i) for i, n in enumerate(leaf_names(tree_unflatten(td, tensors)))]
 
 
 def _first_difference(saved: list[list[Any]], want: list[list[Any]]) -> str | None:

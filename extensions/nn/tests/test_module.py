@@ -204,3 +204,14 @@ def test_bad_input_names_the_layer_path():
 def test_repr_lists_children():
     text = repr(Net())
     assert text.startswith("Net(\n  (inp): Affine()") and "(heads.a): Affine()" in text
+
+
+def test_leaf_names_follow_flatten_order_ties_first_path_private_none():
+    from tenferro_nn.module import leaf_names
+
+    net = Net()
+    net._hidden = xp.asarray([1.0])
+    names = leaf_names(net)
+    assert len(names) == len(tree_leaves(net)) == 10
+    assert names[:2] == ["inp.weight", "inp.bias"] and names.count("blocks.0.weight") == 1
+    assert "tied" not in names and names[-1] is None  # the tie under its first path; private: none

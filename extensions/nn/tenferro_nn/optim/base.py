@@ -29,7 +29,7 @@ from tenferro_runtime.energy import StepEnergy
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor
 
-from ..module import Module, StateDictError, trainable_mask
+from ..module import Module, StateDictError, leaf_names, trainable_mask
 from .clip import check_norm_args, clip_tensors
 
 
@@ -85,10 +85,7 @@ def leaf_paths(tree: Any) -> list[str]:
 
 def _paths(x: Any, prefix: str, out: list[str]) -> None:
     if isinstance(x, Module):
-        names: dict[int, str] = {}
-        for name, t in x.state_dict().items():
-            names.setdefault(id(t), prefix + name)
-        out.extend(names.get(id(t), f"{prefix}<leaf {i}>") for i, t in enumerate(tree_flatten(x)[0]))
+        out.extend(prefix + (n or f"<leaf {i}>") for i, n in enumerate(leaf_names(x)))
     elif x is None:
         return
     elif isinstance(x, tuple) and hasattr(x, "_fields"):
