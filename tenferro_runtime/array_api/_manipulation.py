@@ -27,11 +27,6 @@ from ._helpers import reshape as _reshape
 from ._indexing import gather_axis
 
 
-def _ints(name: str, value: Any, what: str) -> tuple[int, ...]:
-    """An int or a sequence of ints as a tuple of ints (bool, float, str: ArgumentError)."""
-    return as_ints(name, what, value)
-
-
 def _tensors(name: str, arrays: Any) -> list[Tensor]:
     if isinstance(arrays, Tensor) or not isinstance(arrays, (tuple, list)):
         raise ArgumentError(
@@ -132,7 +127,7 @@ def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
 def expand_dims(x: Tensor, /, axis: int | tuple[int, ...] = 0) -> Tensor:
     """Insert size-1 axes at `axis` (an int, or a tuple of positions in the output)."""
     check_tensor("expand_dims", x)
-    axes = _ints("expand_dims", axis, "axis")
+    axes = as_ints("expand_dims", "axis", axis)
     m = x.ndim + len(axes)
     pos = normalize_axes("expand_dims", axes, m)
     shape = list(x.shape)
@@ -144,7 +139,7 @@ def expand_dims(x: Tensor, /, axis: int | tuple[int, ...] = 0) -> Tensor:
 def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
     """Remove the size-1 axes `axis`; ShapeError for an axis whose size is not 1."""
     check_tensor("squeeze", x)
-    axes = normalize_axes("squeeze", _ints("squeeze", axis, "axis"), x.ndim)
+    axes = normalize_axes("squeeze", as_ints("squeeze", "axis", axis), x.ndim)
     for a in axes:
         if x.shape[a] != 1:
             raise ShapeError(
@@ -178,7 +173,7 @@ def reshape(x: Tensor, /, shape: Sequence[int], *, copy: bool | None = None) -> 
 def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
     """Reorder the axes of x; `axes` is a permutation of range(x.ndim) (negatives allowed)."""
     check_tensor("permute_dims", x)
-    axes = _ints("permute_dims", axes, "axes")
+    axes = as_ints("permute_dims", "axes", axes)
     if len(axes) != x.ndim:
         raise AxisError(
             f"permute_dims: axes needs {x.ndim} entries (the tensor's rank), got {axes}"
@@ -193,8 +188,8 @@ def moveaxis(x: Tensor, source: int | tuple[int, ...], destination: int | tuple[
              ) -> Tensor:
     """Move axes `source` to positions `destination`; the others keep their order."""
     check_tensor("moveaxis", x)
-    src = _ints("moveaxis", source, "source")
-    dst = _ints("moveaxis", destination, "destination")
+    src = as_ints("moveaxis", "source", source)
+    dst = as_ints("moveaxis", "destination", destination)
     if len(src) != len(dst):
         raise AxisError(
             f"moveaxis: source {source} and destination {destination} need the same length"
@@ -234,13 +229,13 @@ def roll(x: Tensor, /, shift: int | tuple[int, ...], *,
          axis: int | tuple[int, ...] | None = None) -> Tensor:
     """Roll elements along `axis` (flattened when None); shifts on a repeated axis add up."""
     check_tensor("roll", x)
-    shifts = _ints("roll", shift, "shift")
+    shifts = as_ints("roll", "shift", shift)
     if axis is None:
         if len(shifts) != 1:
             raise ArgumentError(f"roll: with axis=None, shift must be one int, got {shift!r}")
         flat = _reshape(x, (x.size,))
         return fresh(_reshape(_roll_axis(flat, shifts[0], 0), x.shape))
-    axes = _ints("roll", axis, "axis")
+    axes = as_ints("roll", "axis", axis)
     if len(shifts) == 1 and len(axes) > 1 and not isinstance(shift, (tuple, list)):
         shifts = shifts * len(axes)
     if len(shifts) != len(axes):
@@ -262,7 +257,7 @@ def _nonneg(name: str, reps: tuple[int, ...], what: str) -> None:
 def tile(x: Tensor, repetitions: tuple[int, ...], /) -> Tensor:
     """Repeat x `repetitions[i]` times along each axis (shapes are left-padded with 1)."""
     check_tensor("tile", x)
-    reps = _ints("tile", repetitions, "repetitions")
+    reps = as_ints("tile", "repetitions", repetitions)
     _nonneg("tile", reps, "repetitions")
     d = max(x.ndim, len(reps))
     shape = (1,) * (d - x.ndim) + x.shape
@@ -288,7 +283,7 @@ def repeat(x: Tensor, repeats: int | Tensor, /, *, axis: int | None = None) -> T
         return _repeat_counts(x, repeats, ax)
     if isinstance(repeats, (tuple, list)):
         raise ArgumentError("repeat: repeats must be an int or a 1-d integer tensor")
-    (r,) = _ints("repeat", repeats, "repeats")
+    (r,) = as_ints("repeat", "repeats", repeats)
     _nonneg("repeat", (r,), "repeats")
     check_size("repeat", x.shape[:ax] + (n * r,) + x.shape[ax + 1:], x.dtype.itemsize)
     shape = x.shape[:ax] + (n, r) + x.shape[ax + 1:]
