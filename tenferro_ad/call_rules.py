@@ -91,8 +91,9 @@ def _split_jvp(fn: Callee, nonzero: tuple) -> tuple:
         tangent = Callee(Graph(inputs=residuals + list(joint.inputs[n_in:]), nodes=tangent_nodes,
                                outputs=list(tangent_outs),
                                consts=_used(joint.consts, tangent_nodes, tangent_outs)),
-                         f"{name}.tangent", fn.passes)
-    return Callee(primal, f"{name}.primal", fn.passes), tangent, tuple(zero_out), n_out
+                         f"{name}.tangent", fn.passes, executor=fn.executor)
+    return (Callee(primal, f"{name}.primal", fn.passes, executor=fn.executor), tangent,
+            tuple(zero_out), n_out)
 
 
 def _used(consts: dict, nodes: list, outputs: Any = ()) -> dict:
@@ -114,7 +115,7 @@ def _transpose(fn: Callee, unknown: tuple) -> Callee:
 
     out_avals = [v.aval for v in graph.outputs]
     return Callee(trace(backward, *[v.aval for v in known_vars], *out_avals), f"transpose({fn.name})",
-                  fn.passes)
+                  fn.passes, executor=fn.executor)
 
 
 __all__ = ["call_jvp", "call_transpose", "fused_jvp"]

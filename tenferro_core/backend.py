@@ -28,8 +28,11 @@ class Backend(Protocol):
     one call signature (asked once per signature, then cached by the runtime); `claims(obj)`
     returns the device id when `obj` is one of this backend's native buffers (so
     `from_dlpack(obj)` keeps it there), else None — without importing anything heavy.
-    `compile(graph)` (a whole traced graph run the backend's way, DESIGN.md section 7) is not
-    consumed yet, so `Registration.add_backend` refuses a backend that defines it.
+    `compile(graph, device)` runs a whole optimized graph the backend's way (DESIGN.md
+    section 7): it returns a function from input buffers to output buffers, or None to
+    decline. Executors selected by name (`compile(f, backend="inductor")`) or provided by
+    another plugin (Triton kernels for torch devices) register with
+    `Registration.add_executor` instead.
     """
 
     name: str

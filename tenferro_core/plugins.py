@@ -55,6 +55,7 @@ class Registration:
     rules: list[tuple[str, str, Callable[..., Any]]] = field(default_factory=list)
     passes: list[tuple[str, Callable[..., Any], float]] = field(default_factory=list)
     meters: list[tuple[str, Any]] = field(default_factory=list)
+    executors: list[tuple[str, Callable[..., Any], tuple[str, ...]]] = field(default_factory=list)
     namespaces: list[tuple[str, Any]] = field(default_factory=list)
 
     def _bad(self, msg: str) -> PluginError:
@@ -129,6 +130,25 @@ class Registration:
             )
         self.passes.append((name, fn, float(position)))
 
+    def add_executor(self, name: str, fn: Callable[..., Any], *, default_for: tuple[str, ...] = ()) -> None:
+        """Register a graph executor: `fn(graph, device)` returns a function from the input
+        buffers of a whole optimized graph to its output buffers, or None to decline (the
+        generic plan executor runs instead). `compile(f, backend=name)` selects it;
+        `default_for` names device prefixes (``"torch:cuda"``) whose graphs it runs when
+        `compile` names no backend."""
+        if not isinstance(name, str) or not name.isidentifier() or name == "plan":
+            raise self._bad(f"add_executor expects an executor name that is an identifier other "
+                            f"than 'plan' (the built-in one), got {name!r}")
+        if not callable(fn):
+            raise self._bad(f"add_executor({name!r}): expected a function (graph, device) -> "
+                            f"runner or None, got {fn!r}")
+        prefixes = (default_for,) if isinstance(default_for, str) else default_for
+        if not isinstance(prefixes, (tuple, list)) or not all(
+                isinstance(x, str) and x for x in prefixes):
+            raise self._bad(f"add_executor({name!r}): default_for must be device-name prefixes "
+                            f"such as ('torch:cuda',), got {default_for!r}")
+        self.executors.append((name, fn, tuple(prefixes)))
+
     def add_meter(self, name: str, meter: Any) -> None:
         """Register an energy meter (`tenferro_core.energy.Meter`): energy accounting reads
         the available meter of highest priority covering each device, else the estimate."""
@@ -162,6 +182,7 @@ class Registration:
         out += [f"namespace array_api.{n}" for n, _ in self.namespaces]
         out += [f"pass {n} (position {p:g})" for n, _, p in self.passes]
         out += [f"meter {n}" for n, _ in self.meters]
+        out += [f"executor {n}" for n, _, _ in self.executors]
         return out
 
 

@@ -66,15 +66,16 @@ class Callee:
     """What a `call` node runs: the traced graph and, built on first run, its optimized
     graph and executable. `derived` caches the graphs transformations make from it."""
 
-    __slots__ = ("graph", "name", "passes", "donated", "_optimized", "_exe", "_derived", "_lock",
-                 "__weakref__")
+    __slots__ = ("graph", "name", "passes", "donated", "executor", "_optimized", "_exe", "_derived",
+                 "_lock", "__weakref__")
 
     def __init__(self, graph: Graph, name: str = "fn", passes: PassSpec = None,
-                 donated: tuple = ()):
+                 donated: tuple = (), executor: str | None = None):
         self.graph = graph
         self.name = name
         self.passes = passes
         self.donated = donated
+        self.executor = executor  # compile(..., backend=): None for the default
         self._optimized: Graph | None = None
         self._exe: Any = None
         self._derived: dict = {}
@@ -93,7 +94,7 @@ class Callee:
 
     def executable(self) -> Any:
         if self._exe is None:
-            self._exe = build_executable(self.optimized())
+            self._exe = build_executable(self.optimized(), self.executor)
         return self._exe
 
     def run(self, args: Sequence[Tensor]) -> list:
@@ -150,7 +151,7 @@ class Compiled:
     """A function compiled by `compile`: call it like the original."""
 
     def __init__(self, fn: Callable, static_argnums: Any, static_argnames: Any, donate_argnums: Any,
-                 passes: PassSpec, maxsize: int, recompile_warning: int):
+                 passes: PassSpec, maxsize: int, recompile_warning: int, backend: str | None = None):
         if not callable(fn):
             raise ArgumentError(f"compile expects a callable, got {type(fn).__name__}")
         self.fn = fn
@@ -167,12 +168,15 @@ class Compiled:
             raise ArgumentError(
                 f"compile({self.__name__}): argument(s) {sorted(both)} are both static and donated; "
                 f"a static argument is a Python value with no buffer to donate: drop one")
-        if passes is not None:
+        if passes is not None or backend is not None:
+            from .executor import check_executor
             from .pipeline import select
             from .runtime import default_runtime
 
-            select(default_runtime(), passes)  # a misspelled pass name fails here, not at first call
+            select(default_runtime(), passes)  # a misspelled name fails here, not at first call
+            check_executor(default_runtime(), backend)
         self.passes = passes
+        self.backend = backend
         if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
             raise ArgumentError(f"compile: maxsize must be an int >= 1, got {maxsize!r}")
         self._cache = LRUCache(f"compile[{self.__name__}]", maxsize)
@@ -358,7 +362,7 @@ class Compiled:
         graph = trace(flat, *[t._aval for t in tensors], graph_trace=CompileTrace(self.__name__))
         donated = tuple(sorted({j for i in self.donate_argnums for j in self._leaf_indices(
             i, args, positions, leaves, treedef)}))
-        callee = Callee(graph, self.__name__, self.passes, donated)
+        callee = Callee(graph, self.__name__, self.passes, donated, self.backend)
         entry = (callee, unflattener(out_tree[0]))
         self._cache.put(key, entry)
         return entry
@@ -527,22 +531,25 @@ def _summary(desc: list) -> str:
 
 def compile(fn: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
             static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-            passes: PassSpec = None, maxsize: int = 4096, recompile_warning: int = 16) -> Any:
+            passes: PassSpec = None, maxsize: int = 4096, recompile_warning: int = 16,
+            backend: str | None = None) -> Any:
     """`fn` traced once per signature, optimized by the pass pipeline and replayed.
 
     Arguments are pytrees of tensors; `static_argnums` / `static_argnames` name arguments
     passed as Python values (hashable; part of the cache key). Non-tensor leaves are static
     too. `donate_argnums` names arguments whose buffers the function may reuse for its
     results: the donated tensors are unusable afterwards. `passes` (or $TENFERRO_PASSES)
-    selects compiler passes by name, for debugging. Usable as a decorator, with or without
-    arguments.
+    selects compiler passes by name, for debugging. `backend` names the executor that runs
+    the optimized graph: "plan" (the generic plan replay), "inductor" (tenferro-torch:
+    torch.fx + torch.compile), "triton" (tenferro-triton), or None for the device's default.
+    Usable as a decorator, with or without arguments.
     """
     if fn is None:
         return functools.partial(compile, static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, passes=passes, maxsize=maxsize,
-                                 recompile_warning=recompile_warning)
+                                 recompile_warning=recompile_warning, backend=backend)
     return Compiled(fn, static_argnums, static_argnames, donate_argnums, passes, maxsize,
-                    recompile_warning)
+                    recompile_warning, backend)
 
 
 __all__ = ["CacheInfo", "Callee", "CompileTrace", "Compiled", "DonatedTensor", "RecompileWarning",

@@ -1,17 +1,20 @@
 """Executables: an optimized Graph made runnable on one device.
 
-In order of preference: the device's backend runs the whole graph its own way
-(`Backend.compile(graph, device)`, optional; it may decline with None); the generic plan
-executor (plan.py: kernels on buffer slots, no per-op dispatch); node by node through
-`bind` where no plan can be built (a graph spanning devices, an op with only a
-decomposition). A backend's compile that raises is reported once with a warning and the
-generic plan runs instead.
+In order of preference: the executor `compile(f, backend=name)` named, or else one a plugin
+registered as the default for the graph's device (`Registration.add_executor`: Inductor,
+Triton); the device's backend running the whole graph its own way (`Backend.compile(graph,
+device)`); the generic plan executor (plan.py: kernels on buffer slots, no per-op
+dispatch); node by node through `bind` where no plan can be built (a graph spanning
+devices, an op with only a decomposition). Each of the first two may decline with None; one
+that raises is reported with a warning and the next one runs instead.
 """
 
 from __future__ import annotations
 
 import warnings
 from typing import Any
+
+from tenferro_core.errors import ArgumentError, ArgumentValueError
 
 from . import tracing
 from .graph import Graph, Var, eval_graph
@@ -53,14 +56,15 @@ class PlanExecutable:
 
 
 class BackendExecutable:
-    """What a backend's compile(graph, device) returned: a function of input buffers giving
-    output buffers, wrapped back into tensors of the graph's output avals."""
+    """What an executor or a backend's compile(graph, device) returned: a function of input
+    buffers giving output buffers, wrapped back into tensors of the graph's output avals.
+    `kind` names who built it ("backend", or the executor's name)."""
 
-    __slots__ = ("fn", "wrap")
-    kind = "backend"
+    __slots__ = ("fn", "wrap", "kind")
 
-    def __init__(self, fn: Any, graph: Graph):
+    def __init__(self, fn: Any, graph: Graph, kind: str = "backend"):
         self.fn = fn
+        self.kind = kind
         self.wrap = [(v.aval, False) if isinstance(v, Var) else (v, True) for v in graph.outputs]
 
     def run(self, args: tuple) -> list:
@@ -76,20 +80,55 @@ def graph_device(graph: Graph) -> Any:
     return next(iter(devices.values())) if len(devices) == 1 else None
 
 
-def build_executable(graph: Graph) -> Any:
-    """The best executable for an optimized graph (see the module docstring)."""
+def check_executor(runtime: Any, name: str | None) -> None:
+    """Raise ArgumentError unless `name` is None, "plan" or a registered executor."""
+    if name is None or name == "plan":
+        return
+    known = ["plan", *sorted(runtime.executors)]
+    if not isinstance(name, str):
+        raise ArgumentError(f"compile: backend must be an executor name (one of {known}) or "
+                            f"None, got {type(name).__name__} {name!r}")
+    if name not in runtime.executors:
+        raise ArgumentValueError(
+            f"compile: backend={name!r} is not a registered executor; the installed ones are "
+            f"{known} (install the plugin that provides it, e.g. tenferro-torch for 'inductor', "
+            f"or leave backend unset for the default)")
+
+
+def default_executor(runtime: Any, device: Any) -> str | None:
+    """The executor a plugin registered as the default for `device`'s graphs, or None."""
+    for name, (_, prefixes, _) in sorted(runtime.executors.items()):
+        if any(device.name.startswith(p) for p in prefixes):
+            return name
+    return None
+
+
+def _try(build: Any, graph: Graph, device: Any, who: str) -> Any:
+    try:
+        return build(graph, device)
+    except Exception as exc:
+        warnings.warn(
+            f"{who} could not compile a graph of {len(graph.nodes)} node(s) on {device} "
+            f"({type(exc).__name__}: {exc}); running it with the generic plan executor",
+            BackendCompileWarning, stacklevel=4)
+        return None
+
+
+def build_executable(graph: Graph, executor: str | None = None) -> Any:
+    """The best executable for an optimized graph (see the module docstring); `executor`
+    names the one `compile(..., backend=)` asked for ("plan": the generic one)."""
     device = graph_device(graph)
-    if device is not None:
+    if device is not None and executor != "plan":
+        runtime = device.runtime
+        name = executor if executor is not None else default_executor(runtime, device)
+        if name is not None:
+            check_executor(runtime, name)
+            fn = _try(runtime.executors[name][0], graph, device, f"executor {name!r}")
+            if fn is not None:
+                return BackendExecutable(fn, graph, name)
         compile_ = getattr(device.backend, "compile", None)
-        if compile_ is not None:
-            try:
-                fn = compile_(graph, device)
-            except Exception as exc:
-                warnings.warn(
-                    f"backend {device.backend.name!r} could not compile a graph of "
-                    f"{len(graph.nodes)} node(s) ({type(exc).__name__}: {exc}); running it with "
-                    f"the generic plan executor", BackendCompileWarning, stacklevel=3)
-                fn = None
+        if compile_ is not None and executor is None:
+            fn = _try(compile_, graph, device, f"backend {device.backend.name!r}")
             if fn is not None:
                 return BackendExecutable(fn, graph)
     plan = build_plan(graph)
@@ -99,4 +138,4 @@ def build_executable(graph: Graph) -> Any:
 
 
 __all__ = ["BackendCompileWarning", "BackendExecutable", "NodeByNode", "PlanExecutable",
-           "build_executable", "graph_device"]
+           "build_executable", "check_executor", "default_executor", "graph_device"]

@@ -123,6 +123,8 @@ class Runtime:
         self._rule_source: dict[tuple[str, str], str] = {}
         self.passes: dict[str, tuple[Any, float, str]] = {}  # name -> (fn, position, source)
         self.meters: dict[str, Any] = {}
+        # name -> (fn(graph, device), device prefixes it is the default for, source)
+        self.executors: dict[str, tuple[Any, tuple[str, ...], str]] = {}
         self.namespaces: dict[str, Any] = {}
         self.caches = Caches()
         self._devices: dict[str, Device] = {}
@@ -216,6 +218,11 @@ class Runtime:
             if n in self.passes or pass_names.count(n) > 1:
                 other = self.passes[n][2] if n in self.passes else src
                 raise PluginError(f"pass {n!r} is registered twice: by {other} and by {src}")
+        names = [n for n, _, _ in reg.executors]
+        for n in names:
+            if n in self.executors or names.count(n) > 1:
+                other = self.executors[n][2] if n in self.executors else src
+                raise PluginError(f"executor {n!r} is registered twice: by {other} and by {src}")
         # all checks passed: apply
         for b, prio in reg.backends:
             self.backends[b.name] = (b, prio, src)
@@ -229,6 +236,8 @@ class Runtime:
         for n, fn, position in reg.passes:
             self.passes[n] = (fn, position, src)
         self.meters.update(reg.meters)
+        for n, fn, prefixes in reg.executors:
+            self.executors[n] = (fn, prefixes, src)
         self.namespaces.update(reg.namespaces)
         self._devices.clear()
 

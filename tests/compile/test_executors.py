@@ -78,6 +78,61 @@ def test_backend_compile_runs_declines_or_falls_back(mode):
         np.testing.assert_allclose(g.numpy(), tenferro_ad.grad(lambda x: xp.sum(f(x, y)[0]))(x).numpy())
 
 
+def _executor_runtime(default_for=()):
+    """A runtime with an executor 'counting' that runs graphs by their plan, counting them."""
+    import tenferro_numpy.plugin as numpy_plugin
+    import tenferro_runtime.passes as passes_plugin
+    from plugin_fixtures import hook_plugin
+
+    seen = []
+
+    def counting(graph, device):
+        if graph.meta.get("decline"):
+            return None
+        seen.append(device.name)
+        plan = tr.graph.build_plan(graph)
+        return lambda bufs: [o._buf for o in plan.run([tr.Tensor._new(b, v.aval) for b, v in
+                                                        zip(bufs, graph.inputs)])]
+
+    reg = hook_plugin("exec", lambda r: r.add_executor("counting", counting, default_for=default_for))
+    return tr.Runtime([numpy_plugin, tenferro_ad.plugin, passes_plugin, reg]), seen
+
+
+@pytest.mark.parametrize("how", ["named", "default", "plan", "unset"])
+def test_a_registered_executor_runs_when_named_or_when_it_is_the_devices_default(how):
+    rt, seen = _executor_runtime(("numpy:",) if how == "default" else ())
+    with tr.use_runtime(rt):
+        x, y = xp.asarray(np.arange(6.0).reshape(2, 3)), xp.asarray(np.ones((2, 3)))
+        c = tr.compile(f, backend={"named": "counting", "plan": "plan"}.get(how))
+        for o, w in zip(c(x, y), f(x, y)):
+            np.testing.assert_array_equal(o.numpy(), w.numpy())
+        exe = c._cache[next(iter(c._cache))][0].executable()
+        used = how in ("named", "default")
+        assert exe.kind == ("counting" if used else "plan")
+        assert seen == (["numpy:cpu"] if used else [])
+        g = tenferro_ad.grad(lambda x: xp.sum(c(x, y)[0]))(x)  # derived callees keep the executor
+        np.testing.assert_allclose(g.numpy(), tenferro_ad.grad(lambda x: xp.sum(f(x, y)[0]))(x).numpy())
+        assert len(seen) == (3 if used else 0)  # the call, then the JVP's primal and transpose
+
+
+def test_an_unknown_executor_is_refused_when_compiling_and_names_the_installed_ones():
+    rt, _ = _executor_runtime()
+    with tr.use_runtime(rt), pytest.raises(ValueError, match=r"backend='nope'.*\['plan', 'counting'\]"):
+        tr.compile(f, backend="nope")
+
+
+@pytest.mark.parametrize("bad", [("plan", lambda g, d: None, ()), ("ok", 3, ()),
+                                 ("ok", lambda g, d: None, (1,)), ("no name", lambda g, d: None, ())])
+def test_bad_executor_registrations_are_plugin_errors(bad):
+    from plugin_fixtures import hook_plugin
+
+    name, fn, default_for = bad
+    rt = tr.Runtime([hook_plugin("bad", lambda r: r.add_executor(name, fn, default_for=default_for))])
+    (report,) = [r for r in rt.reports if r.name == "bad"]
+    assert not report.ok and "add_executor" in str(report.error)
+    assert not rt.executors
+
+
 def test_ops_without_a_kernel_run_through_their_decomposition_inside_plans():
     import tenferro_numpy.plugin as numpy_plugin
     import tenferro_runtime.passes as passes_plugin
