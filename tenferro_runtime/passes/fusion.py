@@ -21,8 +21,15 @@ FUSIBLE = frozenset({"elementwise", "broadcast"})
 
 def fuse_elementwise(graph: Graph) -> Graph:
     """`graph` with every fusible group of 2+ nodes replaced by one `fused` node."""
+    return fuse_groups(graph, [g for g in _groups(graph.nodes) if len(g) > 1])
+
+
+def fuse_groups(graph: Graph, groups: list[list[int]]) -> Graph:
+    """`graph` with each group (ascending node indices, disjoint, convex: no path leaves a
+    group and re-enters it) replaced by one `fused` node, the nodes put back in a
+    topological order. Code generators use it to contract groups of their own (row
+    reductions with their producers and consumers); a group with no operand is left alone."""
     nodes = graph.nodes
-    groups = [g for g in _groups(nodes) if len(g) > 1]
     if not groups:
         return graph
     member = {i: gi for gi, g in enumerate(groups) for i in g}
@@ -192,4 +199,4 @@ def _toposort(items: list[tuple[int, Node]]) -> list[Node]:
     return order
 
 
-__all__ = ["FUSIBLE", "fuse_elementwise"]
+__all__ = ["FUSIBLE", "fuse_elementwise", "fuse_groups"]
