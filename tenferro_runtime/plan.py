@@ -66,6 +66,13 @@ class Plan:
             run = self._run = self._generate()[0]
         return wrap_outputs(run([a._buf for a in args]), self._wrap)
 
+    def run_buffers(self, bufs: list) -> list:
+        """The graph's output buffers from its input buffers (an executor's runner)."""
+        run = self._run
+        if run is None:
+            run = self._run = self._generate()[0]
+        return run(bufs)
+
 
 def wrap_outputs(bufs: Any, wrap: list) -> list:
     """Output buffers as tensors: `wrap` holds (aval, False) per tensor output, (value, True)
@@ -124,9 +131,11 @@ def _decomposed(prim: Any, in_avals: tuple) -> Any:
 class _Builder:
     """Accumulates a plan's slots and steps, inlining `fused` and `call` nodes without a kernel."""
 
-    def __init__(self, device: Any, n_inputs: int, freeing: bool):
+    def __init__(self, device: Any, n_inputs: int, freeing: bool, kernel_for: Any = None):
         self.device = device
         self.freeing = freeing
+        self.kernel_for = kernel_for
+        self.own: set = set()  # indices of steps running kernel_for's kernels
         self.template: list = [None] * n_inputs  # slot -> constant buffer
         self.steps: list = []  # step tuples, without their frees
         self.frees: list = []  # per step: slots to drop after it
@@ -160,13 +169,18 @@ class _Builder:
             return False
         if not in_avals and params.get("device") is not device:
             return False
-        try:
-            if prim.params:
-                fn = device.dispatch(prim, in_avals, *params_key(prim, params))[0]
-            else:
-                fn = device.dispatch(prim, *in_avals)[0]
-        except (TenferroError, TypeError):  # node-by-node evaluation raises it where it belongs
-            fn = None
+        fn = self.kernel_for(node) if self.kernel_for is not None else None
+        own = fn is not None
+        if own:  # an executor's own kernel: operand buffers in, result buffer(s) out
+            params = None
+        else:
+            try:
+                if prim.params:
+                    fn = device.dispatch(prim, in_avals, *params_key(prim, params))[0]
+                else:
+                    fn = device.dispatch(prim, *in_avals)[0]
+            except (TenferroError, TypeError):  # node-by-node evaluation raises it where it belongs
+                fn = None
         decomposable = prim.decomposition is not None and not prim.effects
         if fn is None and decomposable and not hasattr(prim, "graph_of"):  # graph prims are inlined
             fn = _decomposed(prim, in_avals)
@@ -185,6 +199,8 @@ class _Builder:
             _execute([(*step, ())], self.template, device)  # constant folding
             self.known.update(outs)
         else:
+            if own:
+                self.own.add(len(self.steps))
             self.steps.append(step)
             self.frees.append([])
         return True
@@ -240,12 +256,15 @@ def _free_after(graph: Any) -> Any:
     return free_after(graph)
 
 
-def build_plan(graph: Any) -> Plan | None:
+def build_plan(graph: Any, kernel_for: Any = None) -> Plan | None:
     """A Plan for `graph`, or None where a node has no kernel (a decomposition runs instead)
     or the graph spans devices or has no inputs or constants to say which device it is on.
     A `fused` or `call` node without a kernel is replaced by its graph's steps. Where the
     graph has a buffer plan (``meta["memory"]``, passes/memory.py), each step drops the
-    buffers whose last use it was."""
+    buffers whose last use it was. `kernel_for(node)` lets an executor run nodes with
+    kernels of its own (generated code): a function of the node's operand buffers giving its
+    result buffer (a sequence of them for a primitive of multiple results, such as `fused`),
+    or None for the device's kernel (such steps never take the backend's out= forms)."""
     from .graph import Var
 
     avals = [v.aval for v in graph.inputs] + [v.aval for v in graph.consts]
@@ -254,7 +273,7 @@ def build_plan(graph: Any) -> Plan | None:
         return None
     (device,) = devices.values()
     memory = graph.meta.get("memory")
-    b = _Builder(device, len(graph.inputs), memory is not None)
+    b = _Builder(device, len(graph.inputs), memory is not None, kernel_for)
     slots: dict[Any, int] = {v: i for i, v in enumerate(graph.inputs)}
     if not b.graph(graph, slots, _free_after(graph) if memory is not None else None):
         return None
@@ -275,7 +294,8 @@ def _reuse(b: _Builder, steps: list, out_slots: set, device: Any, graph: Any, me
     from .plan_reuse import plan_reuse
 
     forms = [out_kernel(step[1].name, device.kernels.get(step[1]))
-             if len(step[3]) == 1 and not step[5] else None for step in steps]
+             if len(step[3]) == 1 and not step[5] and k not in b.own else None
+             for k, step in enumerate(steps)]
     donated: tuple = ()
     if getattr(device.backend, "donatable", None) is not None:
         donated = tuple(i for i in getattr(memory, "donated", ()) if i < len(graph.inputs)

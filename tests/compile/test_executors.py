@@ -212,3 +212,26 @@ def test_a_donated_buffer_holds_the_result_when_nothing_else_holds_it():
     view = xp.reshape(w, (2, 2))  # another tensor sees the buffer: not overwritten
     step(w, g)
     np.testing.assert_array_equal(view.numpy(), np.full((2, 2), 2.0))
+
+
+def test_kernel_for_runs_an_executors_own_kernels_in_place_of_the_devices():
+    from tenferro_runtime.plan import build_plan
+
+    calls = []
+
+    def own(node):
+        if node.prim.name != "reduce_sum":
+            return None
+
+        def kernel(buf):
+            calls.append(buf.shape)
+            return buf.sum(axis=node.params["axes"])
+        return kernel
+
+    x = xp.asarray(np.arange(6.0).reshape(2, 3))
+    graph = tr.compile(lambda v: xp.sum(xp.exp(v * 2.0), axis=1) + 1.0).lower(x)
+    plan = build_plan(graph, kernel_for=own)
+    assert all(i not in plan.reuse for i in range(len(plan.steps)) if plan.steps[i][1].name == "reduce_sum")
+    (out,) = plan.run_buffers([x._buf])
+    np.testing.assert_array_equal(out, np.exp(np.arange(6.0).reshape(2, 3) * 2.0).sum(axis=1) + 1.0)
+    assert calls == [(2, 3)]
