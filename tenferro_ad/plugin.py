@@ -9,7 +9,7 @@ from .call_rules import call_jvp, call_transpose, fused_jvp
 from .custom import _lin_transpose, custom_vjp_lin_p
 from .rules import elementwise, structural
 from .stop_gradient import _jvp as _stop_gradient_jvp
-from .stop_gradient import stop_gradient_p
+from .stop_gradient import stop_gradient_p, strip_stop_gradient
 
 
 @hookimpl
@@ -22,6 +22,7 @@ def tenferro_register(registry) -> None:
     registry.add_op(stop_gradient_p)
     registry.add_rule("jvp", stop_gradient_p, _stop_gradient_jvp)
     registry.add_rule("cost", stop_gradient_p, lambda i, o, **p: ZERO)  # the same buffer
+    registry.add_pass("stop_gradient", strip_stop_gradient, position=150)  # after inline
     registry.add_op(custom_vjp_lin_p)
     registry.add_rule("transpose", custom_vjp_lin_p, _lin_transpose)
     registry.add_rule("cost", custom_vjp_lin_p, _lin_cost)

@@ -36,3 +36,23 @@ def stop_gradient(x: Any) -> Any:
     from tenferro_runtime.array_api import asarray
 
     return stop_gradient_p.bind(asarray(x))
+
+
+def strip_stop_gradient(graph: Any) -> Any:
+    """The compiler pass that reads x where stop_gradient(x) was read: in an optimized graph,
+    which only runs (transformations differentiate the traced graph), it is the identity,
+    and without it code generators see the ops around it as one group."""
+    from tenferro_runtime.graph import Var
+
+    sub: dict = {}
+    nodes = []
+    for n in graph.nodes:
+        ins = [sub.get(v, v) for v in n.inputs]
+        if n.prim is stop_gradient_p:
+            sub[n.outputs[0]] = ins[0]
+            continue
+        nodes.append(n if ins == n.inputs else type(n)(n.prim, ins, n.params, n.outputs, n.site))
+    if not sub:
+        return graph
+    outputs = [sub.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]
+    return graph.replace(nodes=nodes, outputs=outputs)

@@ -227,3 +227,16 @@ def test_trace_prints_graph_with_call_sites():
     assert "sin a" in text and "reduce_sum" in text and "test_transforms.py" in text
     with pytest.raises(ShapeError, match=r"test_transforms\.py:\d+"):
         trace(lambda x: xp.reshape(x, (3,)), t([1.0, 2.0]))
+
+
+def test_compiled_graphs_run_without_stop_gradient_and_still_differentiate_through_it():
+    import tenferro_runtime as tr
+
+    x = t([1.0, 2.0])
+    f = tr.compile(lambda y: xp.sum(y * ad.stop_gradient(xp.exp(y))))
+    assert "stop_gradient" not in str(f.lower(x))
+    np.testing.assert_allclose(f(x).numpy(), np.sum([1.0, 2.0] * np.exp([1.0, 2.0])))
+    np.testing.assert_allclose(ad.grad(f)(x).numpy(), np.exp([1.0, 2.0]))
+    h = tr.compile(lambda y: ad.stop_gradient(y))  # an output that is the input
+    np.testing.assert_array_equal(h(x).numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(ad.grad(lambda y: xp.sum(h(y)))(x).numpy(), [0.0, 0.0])
