@@ -91,8 +91,11 @@ class Tensor:
         return _xp._creation.to_device(self, device, stream=stream)
 
     def numpy(self) -> np.ndarray:
-        """The values as a NumPy array (a host copy unless the backend shares memory)."""
-        return self.device.backend.to_host(self._buf)
+        """The values as a read-only NumPy array: it may share the tensor's buffer, which is
+        immutable (as JAX's arrays are). Copy it to write: ``np.array(t)``."""
+        host = self.device.backend.to_host(self._buf).view()
+        host.flags.writeable = False
+        return host
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         host = self.numpy()

@@ -265,6 +265,15 @@ def test_binary_special_values(xp, name, dtype):
     assert_same(got, want, result_dtype(name, dtype), exact)
 
 
+def _loop_exact(name: str, dtype: str, exact: bool) -> bool:
+    """False where NumPy's own results depend on the inner loop it picks for the layout
+    (SIMD with FMA for contiguous operands, scalar code for broadcast or strided ones):
+    complex multiply and float/complex pow differ in the last bit between them."""
+    loop_dependent = (name == "multiply" and dtype.startswith("complex")) or (
+        name == "pow" and dtype not in INTS)
+    return exact and not loop_dependent
+
+
 @pytest.mark.parametrize("name", sorted(BINARY))
 @given(data=st.data())
 def test_binary_matches_numpy(xp, name, data):
@@ -281,7 +290,7 @@ def test_binary_matches_numpy(xp, name, data):
     want = reference(name, fn, x1, x2, work=work_dtype(name, common))
     got = getattr(xp, name)(t1, t2)
     assert got.shape == shapes.result_shape
-    assert_same(got, want, result_dtype(name, common), exact)
+    assert_same(got, want, result_dtype(name, common), _loop_exact(name, common, exact))
 
 
 def _scalar_for(dtype: str, kind: str, data):
@@ -321,6 +330,7 @@ def test_binary_python_scalars(xp, name, data):
     t = tensor(xp, x, data.draw(LAYOUTS))
     sa = np.asarray(s).astype(common)
     rdtype = result_dtype(name, common)
+    exact = _loop_exact(name, common, exact)
     want = reference(name, fn, x, sa, work=work_dtype(name, common))
     assert_same(getattr(xp, name)(t, s), want, rdtype, exact)
     if name == "pow" and common in INTS:

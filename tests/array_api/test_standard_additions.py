@@ -232,6 +232,19 @@ def test_item_and_tolist(xp, dev):
             xp.zeros((0,)).item()
 
 
+@pytest.mark.parametrize("dev", DEVICES)
+def test_numpy_views_are_read_only_so_tensors_stay_immutable(xp, dev):
+    with _device(dev):
+        x = xp.asarray(np.arange(3.0))
+        view = x.numpy()
+        with pytest.raises(ValueError, match="read-only"):
+            view[0] = 100.0
+        mine = np.array(x)  # a copy the user owns
+        mine[0] = 100.0
+        np.testing.assert_array_equal(x.numpy(), [0.0, 1.0, 2.0])
+        assert np.asarray(x, dtype=np.float32).flags.writeable  # a conversion is a new array
+
+
 def test_item_bfloat16_on_torch(xp):
     pytest.importorskip("tenferro_torch")
     with tr.default_device("torch:cpu"):
