@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import DType, as_dtype
-from .errors import ArgumentError, DTypeError
+from .errors import ArgumentError, ArgumentValueError, DTypeError
 
 Validator = Callable[[str, str, Any], Any]
 
@@ -29,8 +29,9 @@ def _given(v: Any) -> str:
     return f"{v!r} ({'an' if t[0] in 'aeiou' else 'a'} {t})"
 
 
-def _fail(prim: str, name: str, expected: str, value: Any, hint: str = "") -> ArgumentError:
-    return ArgumentError(
+def _fail(prim: str, name: str, expected: str, value: Any, hint: str = "",
+          error: type = ArgumentError) -> ArgumentError:
+    return error(
         f"{prim}: parameter {name!r} expects {expected}, got {_given(value)}"
         + (f"; {hint}" if hint else "")
     )
@@ -169,8 +170,11 @@ def _atom(v: Any) -> Any:
 
 
 def p_choice(*options: Any) -> Validator:
-    """One of `options`, matched by type and value (1.0 and True are not the option 1)."""
+    """One of `options`, matched by type and value (1.0 and True are not the option 1). A
+    value of an option's type that is none of them is an ArgumentValueError (a ValueError,
+    as NumPy raises for an unknown mode); a value of another type an ArgumentError."""
     table = {(type(o), o): o for o in options}
+    types = {type(o) for o in options}
 
     def check(prim: str, name: str, v: Any) -> Any:
         try:
@@ -181,7 +185,8 @@ def p_choice(*options: Any) -> Validator:
         try:
             return table[type(a), a]
         except (KeyError, TypeError):
-            raise _fail(prim, name, f"one of {options}", v) from None
+            error = ArgumentValueError if type(a) in types else ArgumentError
+            raise _fail(prim, name, f"one of {options}", v, error=error) from None
 
     return check
 

@@ -365,3 +365,22 @@ def test_rejections_name_expected_given_and_what_to_do():
 def test_bad_axes_are_rejected_traced_too(bad):
     with pytest.raises(ArgumentError):
         trace(lambda x: lax.reduce_sum(x, axes=bad), x34())
+
+
+def test_a_choice_of_the_right_type_but_unknown_is_a_value_error_and_another_type_a_type_error():
+    from tenferro_core.errors import ArgumentValueError
+    from tenferro_core.params import p_choice
+
+    check = p_choice("reduced", "complete")
+    assert check("qr", "mode", "complete") == "complete"
+    with pytest.raises(ArgumentValueError, match=r"qr: parameter 'mode' expects one of \('reduced', "
+                                                 r"'complete'\), got 'full'") as err:
+        check("qr", "mode", "full")
+    assert isinstance(err.value, ValueError) and isinstance(err.value, ArgumentError)
+    with pytest.raises(ArgumentError) as err:
+        check("qr", "mode", 3)
+    assert not isinstance(err.value, ValueError)
+    import tenferro_linalg as la
+
+    with pytest.raises(ValueError, match="mode"):
+        la.qr(asarray(np.eye(2)), mode="full")
