@@ -94,14 +94,16 @@ class _State:
 _state = _State()
 
 
-def _read(path: Path) -> dict[str, dict]:
-    """The entries of the cache file; an absent file is empty, a corrupt one is ignored."""
+def _read(path: Path, warn: bool = True) -> dict[str, dict]:
+    """The entries of the cache file; an absent file is empty, a corrupt one is ignored
+    (with a logged warning unless `warn` is False)."""
     try:
         text = path.read_text()
     except FileNotFoundError:
         return {}
     except OSError as e:
-        log.warning("autotune cache %s is unreadable (%s); tuning again", path, e)
+        if warn:
+            log.warning("autotune cache %s is unreadable (%s); tuning again", path, e)
         return {}
     try:
         data = json.loads(text)
@@ -111,7 +113,8 @@ def _read(path: Path) -> dict[str, dict]:
         if not isinstance(entries, dict):
             raise ValueError("'entries' is not an object")
     except (ValueError, KeyError) as e:
-        log.warning("autotune cache %s is corrupt (%s); ignoring it", path, e)
+        if warn:
+            log.warning("autotune cache %s is corrupt (%s); ignoring it", path, e)
         return {}
     return {k: v for k, v in entries.items() if isinstance(v, dict)}
 
@@ -119,7 +122,7 @@ def _read(path: Path) -> dict[str, dict]:
 def _write(path: Path, new: dict[str, dict]) -> None:
     """Merges `new` into the file (entries other processes wrote are kept), atomically:
     a temp file in the same folder, then `os.replace`."""
-    entries = _read(path)
+    entries = _read(path, warn=False)
     entries.update(new)
     fd, tmp = tempfile.mkstemp(prefix=".autotune-", suffix=".json", dir=path.parent)
     try:
@@ -178,8 +181,8 @@ def _config_from_json(data: Any, meta_names: frozenset[str]) -> Any:
 
 
 class Tuned:
-    """A jit kernel with its candidate configs: `config` finds (or tunes) the best one for a
-    key and `launch` runs the kernel with it."""
+    """A jit kernel with its candidate configs: `lookup` finds the stored best one for a
+    key, `launch` runs the kernel with it (tuning first where no process has)."""
 
     def __init__(self, op: str, fn: Any, configs: Sequence[Any],
                  prune: Callable[[list, dict[str, Any]], list] | None = None) -> None:
