@@ -145,3 +145,38 @@ def test_bfloat16_repr_without_ml_dtypes():
     assert lines[1] == "[ 1.5   2.   -3.25]"
     assert lines[2] == "Tensor(1.5, dtype=bfloat16, device='torch:cpu')"
     assert lines[3] == "[]"
+
+
+@pytest.mark.parametrize("source", ["list", "cast", "copy"])
+def test_asarray_host_side_copies_that_cannot_allocate_are_memory_errors(monkeypatch, source):
+    import tenferro_runtime.array_api._creation as creation
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 8.00 PiB for an array")
+
+    if source == "list":
+        monkeypatch.setattr(creation, "_host_from_python", no_memory)
+        call = lambda: xp.asarray([1.0, 2.0])  # noqa: E731
+    else:
+        class NoMemory(np.ndarray):
+            def astype(self, *args, **kwargs):
+                no_memory()
+
+            def copy(self, *args, **kwargs):
+                no_memory()
+
+        class Numpy:  # the module's numpy, whose asarray keeps the failing subclass
+            def __getattr__(self, name):
+                return getattr(np, name)
+
+            def asarray(self, obj, *args, **kwargs):
+                return np.asarray(obj, *args, **kwargs).view(NoMemory)
+
+        monkeypatch.setattr(creation, "np", Numpy())
+        data = np.ones(3)
+        call = (lambda: xp.asarray(data, dtype=xp.float32)) if source == "cast" else (  # noqa: E731
+            lambda: xp.asarray(data, copy=True))
+    with pytest.raises(KernelMemoryError, match=r"asarray \(a host-side copy of the data\).*could not "
+                                                r"allocate memory") as err:
+        call()
+    assert isinstance(err.value, MemoryError) and isinstance(err.value.__cause__, MemoryError)

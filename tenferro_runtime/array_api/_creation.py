@@ -108,7 +108,20 @@ def from_host(host: np.ndarray, device: Any = None) -> Tensor:
 
 
 def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None) -> Tensor:
-    """Array API `asarray`: tensors, NumPy arrays, DLPack objects, Python scalars and sequences."""
+    """Array API `asarray`: tensors, NumPy arrays, DLPack objects, Python scalars and sequences.
+    A host-side copy that cannot be allocated is a `KernelMemoryError` (a MemoryError)."""
+    try:
+        return _asarray(obj, dtype, device, copy)
+    except MemoryError as exc:
+        from ..eager import KernelMemoryError, memory_error
+
+        if isinstance(exc, KernelMemoryError):
+            raise
+        where = device if device is not None else "the default device"
+        raise memory_error("asarray (a host-side copy of the data)", where, exc) from exc
+
+
+def _asarray(obj: Any, dtype: Any, device: Any, copy: bool | None) -> Tensor:
     dtype = None if dtype is None else D.as_dtype(dtype)
     if isinstance(obj, Tensor):
         out = obj
@@ -145,7 +158,7 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
         elif copy:
             host = host.copy()
     elif hasattr(obj, "__dlpack__") and not isinstance(obj, (list, tuple)):
-        return asarray(from_dlpack(obj, device=device, copy=copy), dtype=dtype)
+        return _asarray(from_dlpack(obj, device=device, copy=copy), dtype, None, None)
     else:
         if copy is False:
             raise ArgumentError("asarray: copy=False is impossible for Python scalars and sequences")
