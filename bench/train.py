@@ -72,7 +72,9 @@ def tf_eager(params, x_np, y_np, device):
     return step
 
 
-def tf_compiled(params, x_np, y_np, device):
+def tf_compiled(params, x_np, y_np, device, backend=None):
+    """The compiled functional Adam step on `device`, run by executor `backend` (None: the
+    device's default); `run.step` is the compiled function."""
     with default_device(device):
         model = tf_model(params)
         x, y = xp.asarray(x_np), xp.asarray(y_np)
@@ -84,12 +86,13 @@ def tf_compiled(params, x_np, y_np, device):
         model, state = opt.update(model, grads, state)
         return model, state, loss
 
-    step = compile(train_step, donate_argnums=(0, 1))
+    step = compile(train_step, donate_argnums=(0, 1), backend=backend)
 
     def run():
         state[0], state[1], loss = step(state[0], state[1], x, y)
         return loss
 
+    run.step = step
     return run
 
 

@@ -4,14 +4,17 @@ Graph inputs become placeholders, constants module buffers (read with ``get_attr
 every node one ``call_function`` of the backend's raw torch kernel for its signature with
 the node's params bound (dynamo traces through those Python kernels); `fused` and `call`
 nodes are inlined, an extension op without a torch kernel has its decomposition traced and
-inlined. A node that cannot be lowered (an op with effects, a decomposition that does not
-trace, a dtype Inductor does not compile) calls a `torch.compiler.disable`d function running
-the plan's kernel for it, and is logged. Importing this module imports torch.
+inlined. A node that cannot be lowered (an op with effects, a kernel that reads operand
+values on the host, a decomposition that does not trace) calls a `torch.compiler.disable`d
+function running the plan's kernel for it, and is logged. Every dtype the backend has is
+lowered: Inductor itself runs complex operations as aten calls inside the compiled graph.
+Importing this module imports torch.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import operator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +26,11 @@ from tenferro_core.errors import TenferroError
 
 log = logging.getLogger("tenferro_torch.inductor")
 _MAX_DEPTH = 8  # decompositions inlined inside decompositions
+
+
+class Decline(Exception):
+    """The graph cannot be lowered at all (a constant on another device, a node that has no
+    kernel at all): the generic executors run it and report what is wrong."""
 
 
 @dataclass
@@ -78,34 +86,65 @@ def _fallback(fn: Any, params: dict, prim: Any, device: Any) -> Any:
     return fallback
 
 
-def _unsupported_dtype(avals: list) -> str | None:
-    """Why Inductor cannot compile values of these avals, or None."""
-    del avals
-    return None
+def _dot_general(node: Any) -> Any:
+    """dot_general with its permutations and reshapes worked out from the static shapes (the
+    generic kernel computes them per call, which dynamo traces with graph breaks), or None
+    for the operands torch.matmul does not take (integers off the CPU)."""
+    lhs, rhs = (v.aval for v in node.inputs)
+    if lhs.dtype.kind not in "fc" and lhs.device.id != "cpu":
+        return None
+    (lc, rc), (lb, rb) = node.params["contracting_dims"], node.params["batch_dims"]
+    lf = [i for i in range(len(lhs.shape)) if i not in lc and i not in lb]
+    rf = [i for i in range(len(rhs.shape)) if i not in rc and i not in rb]
+    batch = (math.prod([lhs.shape[i] for i in lb]),) if lb else ()  # none: a 2-d matmul (mm)
+    k = math.prod([lhs.shape[i] for i in lc])
+    a_perm, a_shape = [*lb, *lf, *lc], (*batch, math.prod([lhs.shape[i] for i in lf]), k)
+    b_perm, b_shape = [*rb, *rc, *rf], (*batch, k, math.prod([rhs.shape[i] for i in rf]))
+    out_shape = node.outputs[0].aval.shape
+
+    def dot_general(x: Any, y: Any) -> Any:
+        x = x.permute(a_perm).reshape(a_shape)
+        y = y.permute(b_perm).reshape(b_shape)
+        return torch.matmul(x, y).reshape(out_shape)
+
+    return dot_general
+
+
+# kernels replaced by lowerings of their own: node -> a function of its operand buffers, or None
+_LOWERINGS = {"dot_general": _dot_general}
+# kernels that read operand values on the host (index starts, masks of a data-dependent
+# size): dynamo would break the graph at each; they run as fallbacks instead
+_HOST_READS = frozenset({"dynamic_slice", "dynamic_update_slice", "scatter", "scatter_add"})
 
 
 class _Lowerer:
+    """Builds the fx graph node by node (`env` maps each tenferro Var to its fx node)."""
+
     def __init__(self, device: Any):
         self.device = device
         self.g = torch.fx.Graph()
         self.root = torch.nn.Module()
-        self.consts: dict[int, Any] = {}  # id(buffer) -> its get_attr node
-        self.keep: list = []  # the constant buffers (their ids stay unique)
+        self.consts: dict[int, Any] = {}  # id(buffer) -> its get_attr node (root keeps buffer)
         self.out = Lowered(None, [])
 
-    def const(self, buf: Any) -> Any:
+    def const(self, t: Any) -> Any:
+        """The get_attr node of a constant tensor, registered once as a module buffer."""
+        from tenferro_runtime.tensor import Tensor
+
+        if type(t) is not Tensor or t._aval.device is not self.device:
+            raise Decline(f"a constant ({type(t).__name__}) is not a tensor on {self.device}")
+        buf = t._buf
         node = self.consts.get(id(buf))
         if node is None:
             name = f"c{len(self.consts)}"
             self.root.register_buffer(name, buf)
             node = self.consts[id(buf)] = self.g.get_attr(name)
-            self.keep.append(buf)
             self.out.n_consts += 1
         return node
 
     def graph(self, graph: Any, env: dict, depth: int) -> None:
         for v, t in graph.consts.items():
-            env[v] = self.const(t._buf)
+            env[v] = self.const(t)
         for node in graph.nodes:
             self.node(node, env, depth)
 
@@ -117,20 +156,19 @@ class _Lowerer:
             inner = prim.graph_of(node.params)
             self.inline(inner, node, env, depth)
             return
-        args = tuple(env[v] for v in node.inputs)
         reason = self.why_not(node)
+        target = None
         if reason is None:
-            fn = self.kernel(node)
-            if fn is None:
+            target = self.lowering(node)
+            if target is None:
                 reason = self.decompose(node, env, depth)
                 if reason is None:
                     return
-        if reason is not None:
+        if target is None:
             target = self.fallback(node, reason)
         else:
-            target = _bound(fn, self.params(node), prim.name)
             self.out.n_lowered += 1
-        res = self.g.call_function(target, args)
+        res = self.g.call_function(target, tuple(env[v] for v in node.inputs))
         if prim.multiple_results:
             for i, v in enumerate(node.outputs):
                 env[v] = self.g.call_function(operator.getitem, (res, i))
@@ -143,12 +181,15 @@ class _Lowerer:
         sub = dict(zip(inner.inputs, [env[v] for v in node.inputs]))
         self.graph(inner, sub, depth)
         for v, o in zip(node.outputs, inner.outputs):
-            env[v] = sub[o] if isinstance(o, Var) else self.const(o._buf)
+            env[v] = sub[o] if isinstance(o, Var) else self.const(o)
 
     def why_not(self, node: Any) -> str | None:
         if node.prim.effects:
             return "it has effects (it runs as it would in the plan, outside the compiled graph)"
-        return _unsupported_dtype([v.aval for v in [*node.inputs, *node.outputs]])
+        if node.prim.name in _HOST_READS and not node.prim.family:
+            return ("its torch kernel reads operand values on the host (index starts or a mask), "
+                    "where dynamo would break the graph")
+        return None
 
     def params(self, node: Any) -> dict:
         params = dict(node.params)
@@ -157,16 +198,21 @@ class _Lowerer:
             params["device"] = _DeviceRef(dev.id)
         return params
 
-    def kernel(self, node: Any) -> Any:
-        """The raw torch kernel for the node's signature (no checking wrapper), or None."""
+    def lowering(self, node: Any) -> Any:
+        """A function of the node's operand buffers computing it in torch (the raw kernel for
+        its signature with its params bound, no checking wrapper), or None without a kernel."""
         device, prim = self.device, node.prim
+        special = _LOWERINGS.get(prim.name) if not prim.family else None
+        fn = special(node) if special is not None else None
+        if fn is not None:
+            return fn
         fn = device.kernels.get(prim)
         if fn is None:
             return None
         if device.specialize is not None:
             fn = device.specialize(prim.name, fn, tuple(v.aval for v in node.inputs),
                                    tuple(v.aval for v in node.outputs))
-        return fn
+        return _bound(fn, self.params(node), prim.name)
 
     def decompose(self, node: Any, env: dict, depth: int) -> str | None:
         """Inline the node's decomposition traced to a graph; why not, where it cannot be."""
@@ -198,10 +244,13 @@ class _Lowerer:
 
         prim, device = node.prim, self.device
         in_avals = tuple(v.aval for v in node.inputs)
-        if prim.params:
-            fn = device.dispatch(prim, in_avals, *params_key(prim, node.params))[0]
-        else:
-            fn = device.dispatch(prim, *in_avals)[0]
+        try:
+            if prim.params:
+                fn = device.dispatch(prim, in_avals, *params_key(prim, node.params))[0]
+            else:
+                fn = device.dispatch(prim, *in_avals)[0]
+        except TenferroError as exc:  # no kernel at all: node-by-node evaluation says so
+            raise Decline(f"{prim.name} at {node.site}: {reason}; {exc}") from None
         if fn is None:
             fn = _decomposed(prim, in_avals)
         log.info("inductor: %s at %s falls back to the plan's kernel (not compiled): %s",
@@ -244,4 +293,4 @@ def lower(graph: Any, device: Any) -> Lowered:
     return lw.out
 
 
-__all__ = ["Lowered", "lower"]
+__all__ = ["Decline", "Lowered", "lower"]

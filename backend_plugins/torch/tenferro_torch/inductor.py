@@ -2,12 +2,12 @@
 `torch.compile` (Inductor), a peer of the generic plan executor.
 
 `compile(f, backend="inductor")` on a ``torch:*`` device calls `compile_graph(graph,
-device)`: fx_lowering.py turns the graph into a `torch.fx.GraphModule` whose nodes call
-the backend's own torch kernels (plain Python over torch tensors, which dynamo traces),
-with `fused` and `call` nodes inlined; what cannot be lowered runs, unchanged, as the plan
-would run it, inside a `torch.compiler.disable`d call (logged on ``tenferro_torch.inductor``
-at INFO with the primitive, the user's call site and the reason). torch is imported only
-when a graph is compiled.
+device)`: fx_lowering.py turns the graph into a `torch.fx.GraphModule` whose nodes call the
+backend's own torch kernels (plain Python over torch tensors, which dynamo traces), with
+`fused` and `call` nodes inlined; what cannot be lowered runs as the plan would run it,
+inside a `torch.compiler.disable`d call, and is logged on ``tenferro_torch.inductor`` (INFO:
+the primitive, the user's call site, the reason). This module does not import torch (the
+plugin imports it); compiling a graph does.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ log = logging.getLogger("tenferro_torch.inductor")
 
 
 def compile_graph(graph: Any, device: Any) -> Callable[[list], list] | None:
-    """A runner `run(input buffers) -> output buffers` for the whole optimized `graph` on
-    `device` by torch.compile (Inductor), or None (declined, logged) for a device that is
-    not a torch device."""
+    """A runner `run(input buffers) -> output buffers` (one per graph output) for the whole
+    optimized `graph` on `device` by torch.compile (Inductor), or None (declined, logged)
+    for a device that is not a torch device or a graph the lowering cannot take."""
     from .backend import TorchBackend
 
     if not isinstance(device.backend, TorchBackend):
@@ -34,49 +34,59 @@ def compile_graph(graph: Any, device: Any) -> Callable[[list], list] | None:
         return None
     import torch
 
-    from .fx_lowering import lower
+    from .fx_lowering import Decline, lower
 
-    lowered = lower(graph, device)
-    log.debug("inductor: lowered a graph of %d node(s) on %s to torch.fx: %d call(s) compiled, "
-              "%d fallback(s), %d constant(s)", len(graph.nodes), device, lowered.n_lowered,
-              len(lowered.fallbacks), lowered.n_consts)
-    # where each graph output comes from: ("in", input index), ("const", buffer),
-    # ("fx", index into the module's outputs) or ("none", None) for a non-Var output
-    sources = lowered.sources
-    if lowered.module is None:  # nothing to compute: inputs and constants only
-        return _assemble(sources)
-    compiled = torch.compile(lowered.module, backend="inductor", dynamic=False)
-    return _Runner(compiled, lowered, graph, device)
-
-
-def _assemble(sources: list) -> Callable[[list], list]:
-    def run(bufs: list) -> list:
-        return [bufs[x] if k == "in" else x if k == "const" else None for k, x in sources]
-
-    return run
+    try:
+        lowered = lower(graph, device)
+    except Decline as why:
+        log.info("inductor: declined a graph of %d node(s) on %s: %s (the generic plan "
+                 "executor runs it)", len(graph.nodes), device, why)
+        return None
+    log.debug("inductor: compiling a graph of %d node(s) on %s: %d torch call(s) in the fx "
+              "graph, %d fallback(s), %d constant(s)", len(graph.nodes), device,
+              lowered.n_lowered, len(lowered.fallbacks), lowered.n_consts)
+    fn = None
+    if lowered.module is not None:  # else every output is an input or a constant
+        fn = torch.compile(lowered.module, backend="inductor", dynamic=False)
+    return _Runner(fn, lowered.sources, graph, device)
 
 
 class _Runner:
-    """Runs the compiled module and assembles the graph's outputs. The first call compiles;
-    if Inductor fails there, the plan executor takes the graph over (with a warning)."""
+    """Runs the compiled module and assembles the graph's outputs from its results, the
+    inputs and the constants. Inductor compiles on the first call: where that fails, the
+    generic plan runs the graph from then on (with a BackendCompileWarning). Under
+    TENFERRO_CHECK_KERNELS every output is checked against the graph's avals."""
 
-    __slots__ = ("fn", "sources", "graph", "device", "first")
+    __slots__ = ("fn", "sources", "graph", "device", "first", "check")
 
-    def __init__(self, fn: Any, lowered: Any, graph: Any, device: Any):
+    def __init__(self, fn: Any, sources: list, graph: Any, device: Any):
         self.fn = fn
-        self.sources = lowered.sources
+        # per graph output: ("fx", index into the module's results), ("in", input index),
+        # ("const", buffer) or ("none", None) for an output that is no Var
+        self.sources = sources
         self.graph = graph
         self.device = device
-        self.first = True
+        self.first = fn is not None
+        self.check = bool(device.runtime.check_kernels)
 
     def __call__(self, bufs: list) -> list:
         if self.first:
-            return self._first(bufs)
-        out = self.fn(*bufs)
-        return [out[x] if k == "fx" else bufs[x] if k == "in" else x if k == "const" else None
-                for k, x in self.sources]
+            out = self._first(bufs)
+        elif self.fn is None:
+            out = ()
+        else:
+            try:
+                out = self.fn(*bufs)
+            except TenferroError:
+                raise
+            except Exception as exc:
+                raise self._error(exc) from exc
+        result = [out[x] if k == "fx" else bufs[x] if k == "in" else x for k, x in self.sources]
+        if self.check:
+            self._check(result)
+        return result
 
-    def _first(self, bufs: list) -> list:
+    def _first(self, bufs: list) -> Any:
         try:
             out = self.fn(*bufs)
         except TenferroError:
@@ -86,21 +96,47 @@ class _Runner:
             from tenferro_runtime.plan import build_plan
 
             plan = build_plan(self.graph)
+            what = f"a graph of {len(self.graph.nodes)} node(s) on {self.device}"
+            first_line = (str(exc).strip().splitlines() or [""])[0]
             if plan is None:
-                raise KernelError(f"inductor: torch.compile failed on a graph of "
-                                  f"{len(self.graph.nodes)} node(s) on {self.device} "
-                                  f"({type(exc).__name__}: {exc})") from exc
-            warnings.warn(f"inductor: torch.compile failed on a graph of {len(self.graph.nodes)} "
-                          f"node(s) on {self.device} ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}); running it with the "
-                          f"generic plan executor", BackendCompileWarning, stacklevel=5)
+                raise KernelError(f"inductor: torch.compile failed on {what} ({type(exc).__name__}: "
+                                  f"{first_line})") from exc
+            warnings.warn(f"inductor: torch.compile failed on {what} ({type(exc).__name__}: "
+                          f"{first_line}); running it with the generic plan executor",
+                          BackendCompileWarning, stacklevel=5)
             self.fn = lambda *b: plan.run_buffers(list(b))
             self.sources = [("fx", i) for i in range(len(self.graph.outputs))]
-            self.first = False
-            return self(bufs)
+            out = self.fn(*bufs)
         self.first = False
-        return [out[x] if k == "fx" else bufs[x] if k == "in" else x if k == "const" else None
-                for k, x in self.sources]
+        return out
+
+    def _error(self, exc: BaseException) -> TenferroError:
+        """The typed error for a compiled graph that raised `exc` (a KernelMemoryError for an
+        allocation failure), as a plan's kernel error would be."""
+        from tenferro_runtime.eager import is_out_of_memory, memory_error
+
+        what = f"a graph of {len(self.graph.nodes)} node(s) compiled by Inductor"
+        if is_out_of_memory(exc):
+            return memory_error(what, self.device, exc)
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        return KernelError(f"inductor: {what} on {self.device} raised {type(exc).__name__}: "
+                           f"{first_line}; compile with backend='plan' to see which primitive")
+
+    def _check(self, result: list) -> None:
+        from tenferro_runtime.graph import Var
+
+        from .ops.common import FROM_TORCH
+
+        for i, (buf, v) in enumerate(zip(result, self.graph.outputs)):
+            if not isinstance(v, Var):
+                continue
+            got = (tuple(buf.shape), FROM_TORCH.get(buf.dtype), str(buf.device))
+            want = (v.aval.shape, v.aval.dtype, self.device.id)
+            if got != want:
+                raise KernelError(f"inductor: output {i} of a compiled graph on {self.device} is "
+                                  f"{got[1]}{list(got[0])} on {got[2]}, the graph promised "
+                                  f"{want[1]}{list(want[0])} on {want[2]}; this is a bug in the "
+                                  f"lowering or a kernel: compile with backend='plan' meanwhile")
 
 
 __all__ = ["compile_graph"]

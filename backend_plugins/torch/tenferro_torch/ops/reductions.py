@@ -32,7 +32,7 @@ def _reduce_prod(x, *, axes):
     if len(axes) == 1:
         return torch.prod(x, axes[0], dtype=x.dtype)
     rest = [i for i in range(x.ndim) if i not in axes]
-    k = math.prod(x.shape[a] for a in axes)
+    k = math.prod([x.shape[a] for a in axes])  # a list: dynamo traces it
     lines = x.permute(rest + list(axes)).reshape([x.shape[i] for i in rest] + [k])
     return torch.prod(lines, -1, dtype=x.dtype)
 
@@ -84,7 +84,7 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
     bshape = [lhs.shape[i] for i in lb]
     m = [lhs.shape[i] for i in lf]
     n = [rhs.shape[i] for i in rf]
-    k = math.prod(lhs.shape[i] for i in lc)
+    k = math.prod([lhs.shape[i] for i in lc])
     a = lhs.permute(list(lb) + lf + list(lc)).reshape(math.prod(bshape), math.prod(m), k)
     b = rhs.permute(list(rb) + list(rc) + rf).reshape(math.prod(bshape), k, math.prod(n))
     out = torch.matmul(a, b) if native else int_matmul(a, b)
