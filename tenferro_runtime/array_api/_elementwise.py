@@ -19,7 +19,9 @@ dtype rules where the standard leaves them to the implementation:
   raises DTypeError; ``equal``/``not_equal`` accept complex.
 
 The special-value functions (floor_divide, remainder, round, hypot, logaddexp,
-nextafter, copysign, signbit, log2, log10, clip) live in `_elementwise_special`.
+nextafter, copysign, signbit, log2, log10, clip) live in `_elementwise_special`; complex
+inputs of the transcendental functions and ``sign`` get the standard's special-case
+tables from `_complex_special`.
 """
 
 from __future__ import annotations
@@ -160,6 +162,8 @@ def abs(x: Any, /) -> Tensor:
 
 def sign(x: Any, /) -> Tensor:
     """-1, 0 or 1 for real x; z / |z| (0 at 0) for complex z."""
+    if dtype_of("sign", x).kind == "c":
+        return complex_special("sign", lax.sign, x)
     return lax.sign(x)
 
 
@@ -224,9 +228,12 @@ def isnan(x: Any, /) -> Tensor:
 
 def _float_unary(name: str, prim: Any, doc: str) -> Any:
     def fn(x: Any, /) -> Tensor:
-        return prim(to_inexact(name, x))
+        x = to_inexact(name, x)
+        if x.dtype.kind == "c":  # the standard's special-case table (`_complex_special`)
+            return complex_special(name, prim, x)
+        return prim(x)
 
-    return EVAL.fast_unary(prim.__self__, _named(fn, name, doc), "fc")
+    return EVAL.fast_unary(prim.__self__, _named(fn, name, doc), "f")
 
 
 acos = _float_unary("acos", lax.acos, "Inverse cosine (principal value).")
@@ -342,6 +349,7 @@ def bitwise_invert(x: Any, /) -> Tensor:
     return lax.bitwise_not(x)
 
 
+from ._complex_special import complex_special  # noqa: E402  (builds on the helpers above)
 from ._elementwise_special import (  # noqa: E402  (builds on the helpers above)
     clip,
     copysign,

@@ -38,6 +38,26 @@ def _np_reciprocal(x):
     return np.divide(np.ones((), x.dtype), x)  # the standard defines reciprocal as 1 / x
 
 
+def _np_expm1(x):
+    """NumPy, with the standard's complex special cases where NumPy departs from them
+    (``expm1(inf+0j)`` is inf+0j, ``expm1(-inf+infj)`` -1+0j, ``expm1(-0+0j)`` +0+0j, ...):
+    at non-finite or zero inputs those rows are exp's rows minus 1."""
+    if x.dtype.kind != "c":
+        return np.expm1(x)
+    return np.where(np.isfinite(x) & (x != 0), np.expm1(x), np.exp(x) - 1)
+
+
+def _np_sign(x):
+    """NumPy, with the standard's complex special cases: a NaN part gives nan+nanj, an infinite
+    one x / |x| with a real divisor (``sign(inf+2j)`` is nan+0j; NumPy gives the limit 1+0j)."""
+    out = np.sign(x)
+    if x.dtype.kind == "c":
+        q = np.empty_like(x)
+        q.real, q.imag = x.real / np.abs(x), x.imag / np.abs(x)
+        out = np.where(np.isfinite(x), out, q)
+    return out
+
+
 # name: (NumPy reference, supported dtypes, exact match with NumPy)
 UNARY = {
     "abs": (np.abs, NUMERIC, True), "acos": (np.arccos, FLOATFN, True),
@@ -46,7 +66,7 @@ UNARY = {
     "atanh": (np.arctanh, FLOATFN, True), "bitwise_invert": (np.invert, BITS, True),
     "ceil": (np.ceil, REAL, True), "conj": (np.conj, NUMERIC, True),
     "cos": (np.cos, FLOATFN, True), "cosh": (np.cosh, FLOATFN, True),
-    "exp": (np.exp, FLOATFN, True), "expm1": (np.expm1, FLOATFN, True),
+    "exp": (np.exp, FLOATFN, True), "expm1": (_np_expm1, FLOATFN, True),
     "floor": (np.floor, REAL, True), "imag": (np.imag, NUMERIC, True),
     "isfinite": (np.isfinite, NUMERIC, True), "isinf": (np.isinf, NUMERIC, True),
     "isnan": (np.isnan, NUMERIC, True), "log": (np.log, FLOATFN, True),
@@ -54,7 +74,7 @@ UNARY = {
     "log10": (np.log10, FLOATFN, False), "logical_not": (np.logical_not, ALL, True),
     "negative": (np.negative, NUMERIC, True), "positive": (np.positive, NUMERIC, True),
     "real": (np.real, NUMERIC, True), "reciprocal": (_np_reciprocal, FLOATFN, True),
-    "round": (np.round, NUMERIC, True), "sign": (np.sign, NUMERIC, True),
+    "round": (np.round, NUMERIC, True), "sign": (_np_sign, NUMERIC, True),
     "signbit": (np.signbit, FLOATFN_REAL, True), "sin": (np.sin, FLOATFN, True),
     "sinh": (np.sinh, FLOATFN, True), "sqrt": (np.sqrt, FLOATFN, True),
     "square": (np.square, NUMERIC, True), "tan": (np.tan, FLOATFN, True),
