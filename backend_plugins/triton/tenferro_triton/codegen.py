@@ -5,14 +5,15 @@ elementwise primitive on operand expressions, with the NumPy kernels' semantics,
 where there is none (the group then falls back to the torch kernels). Operands should be
 names: an expression may repeat them. The result always has `out_dtype`'s Triton type.
 
-- float16 and bfloat16 compute in float32 and round back, as NumPy and torch do (correctly
-  rounded for + - * /, exact for the rest); the interpreter could not do bfloat16 anyway.
+- float16 and bfloat16 compute in float32 and round back, as NumPy and torch do (still
+  correctly rounded for + - * / and sqrt); bfloat16 converts through ``H.to_bf16`` and
+  ``H.from_bf16``, since the interpreter's own bfloat16 casts are wrong.
 - Transcendental functions go through the name ``M``: libdevice on a GPU (a few ulp, unlike
   ``tl.exp``'s fast approximation) and NumPy in Triton's CPU interpreter (`interp_math`).
-  float32 division is ``tl.div_rn`` (``/`` is ``div.full.f32`` on NVIDIA: 2 ulp, and wrong
-  for huge divisors).
+  float32 division and square root are ``tl.div_rn`` and ``tl.sqrt_rn`` (``/`` is
+  ``div.full.f32`` on NVIDIA: 2 ulp, and wrong for huge divisors; ``tl.sqrt`` approximates).
 - Helpers that need a loop or several statements are jit functions reached through the
-  name ``H`` (`HELPERS`: integer pow, logistic).
+  name ``H`` (`HELPERS`: integer pow, logistic, the bfloat16 conversions).
 
 `load(source, name)` writes generated source to the cache folder, imports it with ``M`` and
 ``H`` defined and returns its jit function; ``TENFERRO_TRITON_DUMP=1`` logs every loaded
@@ -59,6 +60,7 @@ _M_UNARY = {  # tenferro primitive -> libdevice / interp_math function of one fl
     "tanh": "tanh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "sqrt": "sqrt",
     "rsqrt": "rsqrt", "floor": "floor", "ceil": "ceil", "round": "rint", "trunc": "trunc",
 }
+_M_BINARY = {"rem": "fmod", "pow": "pow", "atan2": "atan2"}
 _ROUNDING = ("floor", "ceil", "round", "trunc")
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _ARITH = {"add": "+", "sub": "-", "mul": "*"}
@@ -90,9 +92,34 @@ def ipow(x, y, BITS: tl.constexpr, SIGNED: tl.constexpr):
 
 
 @triton.jit
+def to_bf16(x):
+    """float32 -> bfloat16 to nearest even: Triton's cast on a GPU; in the interpreter, whose
+    cast truncates and garbles subnormals, by rounding the bits as integers."""
+    if INTERPRETER:
+        b = x.to(tl.uint32, bitcast=True)
+        r = tl.where(x != x, b | 0x400000, b + (0x7FFF + ((b >> 16) & 1)))
+        y = (r >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    else:
+        y = x.to(tl.bfloat16)
+    return y
+
+
+@triton.jit
+def from_bf16(x):
+    """bfloat16 -> float32 (exact): Triton's cast on a GPU, the bits shifted in the
+    interpreter (whose cast garbles subnormals)."""
+    if INTERPRETER:
+        y = (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    else:
+        y = x.to(tl.float32)
+    return y
+
+
+@triton.jit
 def logistic(x):
-    """1 / (1 + exp(-x)) as e / (1 + e) with e = exp(-|x|) below 0: no overflow, and
-    accurate down to the subnormals."""
+    """1 / (1 + exp(-x)), as e / (1 + e) with e = exp(-|x|) for x < 0: no overflow, and no
+    early 0 where exp(-x) overflows (down to float32's subnormals, which libdevice's float32
+    exp flushes to 0 on a GPU)."""
     e = M.exp(-tl.abs(x))
     num = tl.where(x >= 0, 1.0, e)
     if x.dtype == tl.float32:
@@ -103,17 +130,18 @@ def logistic(x):
 
 def cast(x: str, src: D.DType, dst: D.DType) -> str:
     """`x` (of dtype `src`) converted to `dst` as `convert` does: to bool is ``!= 0`` (NaN is
-    True); bfloat16 goes through float32 (the interpreter has no other bfloat16 casts)."""
+    True); bfloat16 goes through float32 with the helpers ``H.to_bf16`` / ``H.from_bf16``
+    (the interpreter's own bfloat16 casts are wrong)."""
     if src is dst:
         return x
     if src is D.bfloat16:
-        x, src = f"{x}.to({_F32})", D.float32
+        x, src = f"H.from_bf16({x})", D.float32
         if dst is D.float32:
             return x
     if dst is D.bool_:
         return f"({x} != 0)"
-    if dst is D.bfloat16 and src is not D.float32:
-        x = f"{x}.to({_F32})"
+    if dst is D.bfloat16:
+        return f"H.to_bf16({x if src is D.float32 else f'{x}.to({_F32})'})"
     return f"{x}.to({TL[dst]})"
 
 
@@ -142,8 +170,10 @@ def constant(value: Any, dtype: D.DType, shape: str) -> str | None:
         else:
             lit = repr(f)  # shortest repr: reads back as this very double, so exact
         back = np.asarray(float("nan") if math.isnan(f) else f).astype(npd)
-        if back.tobytes() != v.tobytes():  # NaN payloads, signed zeros: only exact literals
+        if back.tobytes() != v.tobytes():  # a NaN with a payload has no literal
             return None
+    if dtype is D.bfloat16:
+        return f"H.to_bf16(tl.full({shape}, {lit}, {_F32}))"
     return f"tl.full({shape}, {lit}, {TL[dtype]})"
 
 
@@ -173,12 +203,12 @@ def expression(prim: str, args: list[str], in_dtypes: list[D.DType], out_dtype: 
         return f"tl.where({a[0]}, {a[1]}, {a[2]})"
     dt = in_dtypes[0] if in_dtypes else out_dtype
     if dt in HALF:
-        wide = [f"{x}.to({_F32})" for x in a]
+        wide = [cast(x, dt, D.float32) for x in a]
         out = D.float32 if out_dtype is dt else out_dtype
         inner = _expression(prim, wide, D.float32, out)
         if inner is None or out is not D.float32:
             return inner
-        return f"{inner}.to({TL[dt]})"
+        return cast(inner, D.float32, dt)
     return _expression(prim, a, dt, out_dtype)
 
 
@@ -186,6 +216,8 @@ def _expression(prim: str, a: list[str], dt: D.DType, out: D.DType) -> str | Non
     """`expression` for operands of `dt` (bool, integers, float32 or float64)."""
     kind, T = dt.kind, TL[dt]
     if prim in _M_UNARY:
+        if kind == "f" and prim == "sqrt" and T == _F32:  # tl.sqrt is sqrt.approx.f32
+            return f"tl.sqrt_rn({a[0]})"
         if kind == "f":
             return f"M.{_M_UNARY[prim]}({a[0]})"
         return a[0] if prim in _ROUNDING and kind in "iu" else None
@@ -194,7 +226,7 @@ def _expression(prim: str, a: list[str], dt: D.DType, out: D.DType) -> str | Non
     if prim in _ARITH:
         return f"({a[0]} {_ARITH[prim]} {a[1]})" if kind in "iuf" else None
     if prim in _BITWISE:
-        return f"({a[0]} {_BITWISE[prim]} {a[1]})"
+        return f"({a[0]} {_BITWISE[prim]} {a[1]})" if kind in "biu" else None
     if prim in _LOGICAL:
         return f"({a[0]} {_LOGICAL[prim]} {a[1]})" if kind == "b" else None
     if kind == "b":
@@ -226,15 +258,15 @@ def _float_expression(prim: str, a: list[str], T: str) -> str | None:
         "imag": f"tl.zeros_like({x})", "logistic": f"H.logistic({x})",
         "isnan": f"({x} != {x})", "isinf": f"(tl.abs({x}) == float('inf'))",
         "isfinite": f"(tl.abs({x}) < float('inf'))",
-        # -1, 1, and x itself for +-0 and NaN
-        "sign": f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, {x}))",
+        # -1, 1, +0 for +-0 (as NumPy) and NaN for NaN
+        "sign": f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, {x} + 0.0))",
     }
     if prim in simple:
         return simple[prim]
     if prim == "div":
         return f"tl.div_rn({x}, {a[1]})" if T == _F32 else f"({x} / {a[1]})"
-    if prim in ("rem", "pow", "atan2"):  # rem is C fmod (exact in libdevice, unlike frem)
-        return f"M.{ {'rem': 'fmod'}.get(prim, prim)}({x}, {a[1]})"
+    if prim in _M_BINARY:  # rem is C fmod (exact in libdevice; LLVM's frem is not, on NVIDIA)
+        return f"M.{_M_BINARY[prim]}({x}, {a[1]})"
     if prim in ("maximum", "minimum"):  # NaN in either operand gives NaN
         return f"tl.{prim}({x}, {a[1]}{_NAN})"
     if prim == "clamp":
@@ -332,7 +364,11 @@ def _module(source: str, name: str) -> Any:
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # Triton's jit looks its globals up through the module
         module.M = math_module()
-        if h is not None:
+        if h is None:
+            import triton.language as tl
+
+            module.INTERPRETER = tl.constexpr(interpreted())
+        else:
             module.H = h
         spec.loader.exec_module(module)
         _LOADED[key] = module

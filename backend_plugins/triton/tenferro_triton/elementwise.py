@@ -16,8 +16,11 @@ per (group signature, operand strides) and cached; a call only allocates and lau
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from tenferro_core import dtypes as D
 from tenferro_runtime.caches import LRUCache
@@ -29,6 +32,8 @@ from .executor import Unsupported
 
 BLOCK = 1024
 """Elements per program (at most; fewer for smaller outputs)."""
+OPTIONS = {"enable_fp_fusion": False}
+"""Launch options: no FMA contraction, so each node rounds once, as its torch kernel does."""
 
 _KERNELS = LRUCache("triton elementwise kernels", 1024)  # (group key, strides, block) -> launch data
 _BITS = {1: D.uint8, 2: D.int16, 4: D.int32, 8: D.int64}
@@ -37,14 +42,14 @@ _BITS = {1: D.uint8, 2: D.int16, 4: D.int32, 8: D.int64}
 @dataclass
 class _Access:
     """A read or write of the kernel: a group input ("in"), a constant passed by pointer
-    ("const"), an iota's index ("iota") or an output ("out"); `map` gives, per axis of the
-    value, the iteration axis it walks (None for size-1 axes)."""
+    ("const"), an iota's index ("iota") or an output ("out"). `map` gives, per axis of the
+    value, the iteration axis it walks (None for size-1 axes); `strides` are fixed but for
+    inputs, whose strides come with each call."""
 
     kind: str
     slot: int
-    shape: tuple
     map: tuple
-    strides: tuple = ()  # fixed ones (constants, outputs, iota); inputs' come per call
+    strides: tuple = ()
 
 
 @dataclass
@@ -55,61 +60,46 @@ class _Spec:
     name: str
     space: tuple
     out_avals: list
-    consts: list  # buffers passed by pointer, in order
+    consts: list = field(default_factory=list)  # buffers passed by pointer, in order
     accesses: list = field(default_factory=list)
-    lines: list = field(default_factory=list)  # body, with @OFFk@ / @MASKk@ per access k
+    lines: list = field(default_factory=list)  # the body, with @OFFk@ / @MASKk@ per access k
     used_inputs: list = field(default_factory=list)
-    stored: list = field(default_factory=list)  # output indices written by the kernel
+    stored: list = field(default_factory=list)  # indices of the outputs the kernel writes
 
 
 def group_kernel(group: Any, device: Any) -> Any:
     """A kernel ``(*input buffers) -> [output buffers]`` running one generated Triton kernel
     for the fused `group` on torch `device`; raises `Unsupported` (the group then runs its
     torch kernels) for a dtype or primitive without generated code."""
-    spec = _analyze(group, device)
     import torch
 
+    from tenferro_torch.ops.common import TO_TORCH
+
+    spec = _analyze(group, device)
     dev = torch.device(device.id)
-    outs = [(a.shape, _torch_dtype(a.dtype)) for a in spec.out_avals]
-    table: dict = {}
-
-    def launcher(strides: tuple) -> Any:
-        if not spec.stored:  # every output is empty: nothing to launch
-            fn, grid, warps = None, 0, 0
-        else:
-            fn, grid, warps = _KERNELS.get_or_build((spec.key, strides, BLOCK), _build, spec,
-                                                    strides)
-        used, stored = spec.used_inputs, spec.stored
-        consts = spec.consts
-
-        def run(bufs: tuple) -> list:
-            results = [torch.empty(s, dtype=t, device=dev) for s, t in outs]
-            if grid:
-                args = [bufs[i] for i in used] + consts + [results[j] for j in stored]
-                if dev.type == "cuda" and torch.cuda.current_device() != dev.index:
-                    with torch.cuda.device(dev):
-                        fn[(grid,)](*args, num_warps=warps)
-                else:
-                    fn[(grid,)](*args, num_warps=warps)
-            return results
-
-        return run
+    outs = [(a.shape, TO_TORCH[a.dtype]) for a in spec.out_avals]
+    launches: dict = {}  # input strides -> (jit function, programs, warps)
 
     def kernel(*bufs: Any) -> list:
         strides = tuple([b.stride() for b in bufs])
-        run = table.get(strides)
-        if run is None:
-            run = table[strides] = launcher(strides)
-        return run(bufs)
+        launch = launches.get(strides)
+        if launch is None:
+            launch = launches[strides] = _KERNELS.get_or_build(
+                (spec.key, strides, BLOCK), _build, spec, strides) if spec.stored else (None, 0, 0)
+        fn, grid, warps = launch
+        results = [torch.empty(s, dtype=t, device=dev) for s, t in outs]
+        if grid:
+            args = [bufs[i] for i in spec.used_inputs] + spec.consts
+            args += [results[j] for j in spec.stored]
+            if dev.type == "cuda" and torch.cuda.current_device() != dev.index:
+                with torch.cuda.device(dev):
+                    fn[(grid,)](*args, **OPTIONS, num_warps=warps)
+            else:
+                fn[(grid,)](*args, **OPTIONS, num_warps=warps)
+        return results
 
     kernel.__name__ = spec.name
     return kernel
-
-
-def _torch_dtype(dtype: D.DType) -> Any:
-    from tenferro_torch.ops.common import TO_TORCH
-
-    return TO_TORCH[dtype]
 
 
 # ---- analysis: iteration space, which value is needed under which axis map ----------
@@ -147,7 +137,7 @@ def _analyze(group: Any, device: Any) -> _Spec:
             need = _propagate(group.nodes, seeds)
     prims = [n.prim.name for n in group.nodes if n.prim.name != "broadcast_in_dim"]
     name = "ew_" + "_".join(dict.fromkeys(prims[:4]))
-    spec = _Spec(tuple(key), name, space, [o.aval for o in group.outputs], [])
+    spec = _Spec(tuple(key), name, space, [o.aval for o in group.outputs])
     if live:
         _body(spec, group, need, literals, dict(seeds))
     return spec
@@ -175,6 +165,7 @@ def _literal(t: Any, device: Any) -> str | None:
     """A constant's value as a literal when all its elements have the same bits (scalars,
     folded broadcasts of one), else None: it is passed by pointer."""
     from tenferro_runtime.tensor import Tensor
+    from tenferro_torch.ops.common import TO_TORCH
 
     if type(t) is not Tensor or t._aval.device is not device:
         raise Unsupported("a group constant is not a tensor on the group's device")
@@ -183,7 +174,7 @@ def _literal(t: Any, device: Any) -> str | None:
     flat = t._buf.reshape(-1)
     if flat.numel() == 0:
         return None  # never read
-    bits = flat.view(_torch_dtype(_BITS[flat.element_size()]))
+    bits = flat.view(TO_TORCH[_BITS[flat.element_size()]])
     if flat.numel() > 1 and not bool((bits == bits[0]).all()):
         return None
     first = bits[:1].cpu().numpy().view(t._aval.dtype.numpy)[0]  # NumPy has bfloat16 (ml_dtypes)
@@ -246,72 +237,73 @@ def _contiguous(shape: tuple) -> tuple:
 
 
 def _body(spec: _Spec, group: Any, need: dict, literals: dict, out_maps: dict) -> None:
+    """The kernel's statements in node order, one value per (Var, axis map) needed; loads'
+    offsets and stores' masks are left as @OFFk@ / @MASKk@ (they depend on strides)."""
     names: dict = {}
     lines, check = spec.lines, interpreted()
 
-    def access(kind: str, slot: int, shape: tuple, m: tuple, strides: tuple = ()) -> int:
-        spec.accesses.append(_Access(kind, slot, shape, m, strides))
+    def access(kind: str, slot: int, m: tuple, strides: tuple = ()) -> int:
+        spec.accesses.append(_Access(kind, slot, m, strides))
         return len(spec.accesses) - 1
 
-    def emit(name: str, expr: str, dtype: D.DType, what: str) -> None:
+    def emit(v: Any, m: tuple, name: str, expr: str, what: str) -> None:
+        names[v, m] = name
         lines.append(f"{name} = {expr}  # {what}")
         if check:  # the interpreter checks every value's type (codegen's promise)
-            lines.append(f"tl.static_assert({name}.dtype == {codegen.TL[dtype]})")
+            lines.append(f"tl.static_assert({name}.dtype == {codegen.TL[v.aval.dtype]})")
+
+    def suffix(maps: list, m: tuple) -> str:
+        return "" if len(maps) == 1 else f"_{maps.index(m)}"
 
     for i, v in enumerate(group.inputs):
-        for m in need.get(v, ()):
-            if i not in spec.used_inputs:
-                spec.used_inputs.append(i)
-            k = access("in", i, v.aval.shape, m)
-            names[v, m] = f"x{k}"
-            emit(f"x{k}", f"tl.load(in{i} + @OFF{k}@, mask=mask)", v.aval.dtype,
+        maps = need.get(v, [])
+        if maps:
+            spec.used_inputs.append(i)
+        for m in maps:
+            k = access("in", i, m)
+            emit(v, m, f"x{i}{suffix(maps, m)}", f"tl.load(in{i} + @OFF{k}@, mask=mask)",
                  f"input {i} {v.aval.str_short()}")
     for j, (v, t) in enumerate(group.consts.items()):
-        if not need.get(v):
-            continue
-        if literals[v] is not None:  # one value: a literal, whatever the map
-            emit(f"k{j}", literals[v], v.aval.dtype, f"constant {v.aval.str_short()}")
-            names.update(((v, m), f"k{j}") for m in need[v])
-            continue
-        slot = len(spec.consts)
-        spec.consts.append(t._buf.contiguous())
-        for m in need[v]:
-            k = access("const", slot, v.aval.shape, m, _contiguous(v.aval.shape))
-            names[v, m] = f"c{k}"
-            emit(f"c{k}", f"tl.load(const{slot} + @OFF{k}@, mask=mask)", v.aval.dtype,
-                 f"constant {v.aval.str_short()}")
+        maps = need.get(v, [])
+        if maps and literals[v] is not None:  # one value: a literal, whatever the map
+            emit(v, maps[0], f"k{j}", literals[v], f"constant {v.aval.str_short()}")
+            names.update(((v, m), f"k{j}") for m in maps)
+        elif maps:
+            slot = len(spec.consts)
+            spec.consts.append(t._buf.contiguous())
+            for m in maps:
+                k = access("const", slot, m, _contiguous(v.aval.shape))
+                emit(v, m, f"c{j}{suffix(maps, m)}", f"tl.load(const{slot} + @OFF{k}@, mask=mask)",
+                     f"constant {v.aval.str_short()}")
     count = 0
     for n in group.nodes:
         prim, o = n.prim.name, n.outputs[0]
         for m in need.get(o, ()):
-            if prim == "broadcast_in_dim":
+            if prim == "broadcast_in_dim":  # no code: the operand under the derived map
                 x, bd = n.inputs[0], n.params["broadcast_dimensions"]
                 names[o, m] = names[x, tuple(None if x.aval.shape[i] == 1 else m[bd[i]]
                                              for i in range(len(bd)))]
                 continue
-            dtype, out = o.aval.dtype, f"v{count}"
-            count += 1
+            dtype = o.aval.dtype
             if prim == "full":
                 expr = codegen.constant(n.params["fill_value"], dtype, "[BLOCK]")
                 if expr is None:
                     raise Unsupported(f"full of {n.params['fill_value']!r} has no exact literal")
-            elif prim == "iota":
+            elif prim == "iota":  # the index along `dimension`: an access of unit stride there
                 dim = n.params["dimension"]
-                k = access("iota", 0, o.aval.shape, m,
-                           tuple(int(d == dim) for d in range(len(o.aval.shape))))
-                expr = codegen.cast(f"(@OFF{k}@)", D.int64, dtype)
+                k = access("iota", 0, m, tuple(int(d == dim) for d in range(len(o.aval.shape))))
+                expr = codegen.cast(f"(@OFF{k}@).to(tl.int64)", D.int64, dtype)
             else:
                 expr = codegen.expression(prim, [names[u, m] for u in n.inputs],
                                           [u.aval.dtype for u in n.inputs], dtype, n.params)
-            emit(out, expr, dtype, prim)
-            names[o, m] = out
+            emit(o, m, f"v{count}", expr, prim)
+            count += 1
     for j, o in enumerate(group.outputs):
-        if o.aval.size == 0:
-            continue
-        m = out_maps[o]
-        k = access("out", j, o.aval.shape, m, _contiguous(o.aval.shape))
-        spec.stored.append(j)
-        lines.append(f"tl.store(out{j} + @OFF{k}@, {names[o, m]}, mask=@MASK{k}@)")
+        if o.aval.size:
+            m = out_maps[o]
+            k = access("out", j, m, _contiguous(o.aval.shape))
+            spec.stored.append(j)
+            lines.append(f"tl.store(out{j} + @OFF{k}@, {names[o, m]}, mask=@MASK{k}@)")
 
 
 def _build(spec: _Spec, strides: tuple) -> tuple:
@@ -319,7 +311,7 @@ def _build(spec: _Spec, strides: tuple) -> tuple:
     space = spec.space
     numel = math.prod(space)
     block = max(16, min(BLOCK, 1 << max(numel - 1, 0).bit_length()))
-    effs, masks = [], []
+    effs, masks = [], []  # per access: stride along each iteration axis; axes it must be 0 on
     for a in spec.accesses:
         st = strides[a.slot] if a.kind == "in" else a.strides
         eff = [0] * len(space)
@@ -330,90 +322,99 @@ def _build(spec: _Spec, strides: tuple) -> tuple:
         image = {d for d in a.map if d is not None}
         masks.append(frozenset(d for d, n in enumerate(space) if n > 1 and d not in image)
                      if a.kind == "out" else frozenset())
-    # merge neighbouring axes every access walks alike (row-major within the pair)
-    groups: list = []  # [size, first axis, per-access stride]
+    groups: list = []  # merged axes: [size, first axis]; effs keep the innermost's stride there
     for d, n in enumerate(space):
         if n == 1:
             continue
-        if groups and all(e[groups[-1][1]] == e[d] * n for e in effs) and all(
-                (groups[-1][1] in mk) == (d in mk) for mk in masks):
-            groups[-1][0] *= n
+        g = groups[-1] if groups else None
+        if g and all(e[g[1]] == e[d] * n for e in effs) and all(
+                (g[1] in mk) == (d in mk) for mk in masks):
+            g[0] *= n
             for e in effs:
-                e[groups[-1][1]] = e[d]
+                e[g[1]] = e[d]
         else:
             groups.append([n, d])
     sizes = [g[0] for g in groups]
-    flat = _contiguous(tuple(sizes))
+    flat = list(_contiguous(tuple(sizes)))
+    index = [f"i{c}" for c in range(len(groups))]
     wide = numel + block >= 2**31 or any(
         sum((g[0] - 1) * abs(e[g[1]]) for g in groups) >= 2**31 for e in effs)
     needed: set = set()
-    offsets = []
-    for e, mk in zip(effs, masks):
+    subst: dict = {}
+    for k, (e, mk) in enumerate(zip(effs, masks)):
         st = [e[g[1]] for g in groups]
-        if st == list(flat) and sizes:
-            offsets.append("offs")
-        else:
-            offsets.append(codegen.strided_offset([f"i{c}" for c in range(len(groups))], st))
-            needed.update(c for c, s in enumerate(st) if s)
+        off = "offs" if sizes and st == flat else codegen.strided_offset(index, st)
+        subst[f"@OFF{k}@"] = "zero" if off == "0" else off
+        cond = [f"(i{c} == 0)" for c, g in enumerate(groups) if g[1] in mk]
+        subst[f"@MASK{k}@"] = " & ".join(["mask", *cond])
+        needed.update(c for c, s in enumerate(st) if s and off != "offs")
         needed.update(c for c, g in enumerate(groups) if g[1] in mk)
-    pid = "pid.to(tl.int64)" if wide else "pid"
-    head = ["pid = tl.program_id(0)", f"offs = {pid} * BLOCK + tl.arange(0, BLOCK)",
+    head = ["pid = tl.program_id(0)",
+            f"offs = {'pid.to(tl.int64)' if wide else 'pid'} * BLOCK + tl.arange(0, BLOCK)",
             f"mask = offs < {numel}"]
     for c in sorted(needed):
         inner = math.prod(sizes[c + 1:])
         idx = f"offs // {inner}" if inner > 1 else "offs"
         head.append(f"i{c} = {idx} % {sizes[c]}" if c else f"i{c} = {idx}")
-    if any(o == "0" for o in offsets):
+    if "zero" in subst.values():
         head.append("zero = offs * 0")
-    body = []
-    for line in spec.lines:
-        for k, (o, mk) in enumerate(zip(offsets, masks)):
-            line = line.replace(f"@OFF{k}@", "zero" if o == "0" else o)
-            mask = " & ".join(["mask"] + [f"(i{c} == 0)" for c, g in enumerate(groups) if g[1] in mk])
-            line = line.replace(f"@MASK{k}@", mask)
-        body.append(line)
+    body = [re.sub(r"@(OFF|MASK)\d+@", lambda mo: subst[mo.group(0)], line) for line in spec.lines]
     params = [f"in{i}" for i in spec.used_inputs] + [f"const{i}" for i in range(len(spec.consts))]
     params += [f"out{j}" for j in spec.stored]
-    avals = ", ".join(a.str_short() for a in spec.out_avals)
     source = "\n".join([
         '"""Generated by tenferro_triton.elementwise: one fused elementwise group."""',
         "import triton", "import triton.language as tl", "", f"BLOCK = tl.constexpr({block})",
         "", "", "@triton.jit", f"def {spec.name}({', '.join(params)}):",
-        f"    # iteration space {space} ({numel} elements), outputs {avals}",
+        f"    # iteration space {space} ({numel} elements), outputs "
+        f"{', '.join(a.str_short() for a in spec.out_avals)}",
         f"    # input strides {strides}, merged axes {tuple(sizes)}",
         *("    " + line for line in head + body), ""])
     fn = codegen.load(source, spec.name)
-    warps = min(4, max(1, block // 256))
-    return fn, -(-numel // block), warps
+    return fn, -(-numel // block), min(4, max(1, block // 256))
 
 
-def bench_chain(n_ops: int = 10, numel: int = 1 << 26, device: str = "torch:cuda:0") -> dict:
-    """Bandwidth of a fused chain of `n_ops` float32 elementwise ops (one read, one write)
-    against ``y.copy_(x)`` on a GPU: {"fused_gbps", "copy_gbps", "ratio", "ms"}."""
+def chain_kernel(n_ops: int, numel: int, device: str) -> tuple:
+    """(kernel, input buffer, NumPy reference of the chain) for `bench_chain`: a float32
+    vector through `n_ops` elementwise ops with 0-d constants, fused into one group."""
     import torch
-    from triton.testing import do_bench
 
     from tenferro_runtime import array_api as xp
     from tenferro_runtime import default_runtime, lax, trace
     from tenferro_runtime.passes.fusion import fuse_elementwise
 
+    ops = [(lax.mul, np.multiply), (lax.add, np.add), (lax.sub, np.subtract),
+           (lax.maximum, np.maximum)]
+
     def chain(x: Any) -> Any:
-        two = xp.asarray(1.0001, dtype=D.float32, device=device)
+        c = xp.asarray(1.0001, dtype=D.float32, device=device)
         for i in range(n_ops):
-            x = [lax.mul, lax.add, lax.sub, lax.maximum][i % 4](x, lax.broadcast_in_dim(
-                two, shape=x.shape, broadcast_dimensions=()))
+            x = ops[i % 4][0](x, lax.broadcast_in_dim(c, shape=x.shape, broadcast_dimensions=()))
         return x
 
-    x = xp.asarray(torch.rand(numel, device=device.partition(":")[2]), device=device)
-    fused = fuse_elementwise(trace(chain, x))
-    (node,) = [n for n in fused.nodes if n.prim.name == "fused"]
-    kernel = group_kernel(node.params["graph"], default_runtime().device(device))
-    buf, out = x._buf, torch.empty_like(x._buf)
+    def reference(x: np.ndarray) -> np.ndarray:
+        for i in range(n_ops):
+            x = ops[i % 4][1](x, np.float32(1.0001))
+        return x
+
+    x = xp.asarray(torch.rand(numel, device=torch.device(device.partition(":")[2])), device=device)
+    (node,) = [n for n in fuse_elementwise(trace(chain, x)).nodes if n.prim.name == "fused"]
+    return group_kernel(node.params["graph"], default_runtime().device(device)), x._buf, reference
+
+
+def bench_chain(n_ops: int = 10, numel: int = 1 << 26, device: str = "torch:cuda:0") -> dict:
+    """Bandwidth of one fused kernel for a chain of `n_ops` float32 elementwise ops (one
+    read and one write per element) against ``y.copy_(x)``, on a GPU (triton.testing's
+    do_bench): {"fused_gbps", "copy_gbps", "ratio" (fused / copy bandwidth), "ms"}."""
+    import torch
+    from triton.testing import do_bench
+
+    kernel, buf, _ = chain_kernel(n_ops, numel, device)
+    out = torch.empty_like(buf)
     ms = do_bench(lambda: kernel(buf))
     copy_ms = do_bench(lambda: out.copy_(buf))
-    gbytes = 2 * numel * 4 / 1e9
+    gbytes = 2 * numel * buf.element_size() / 1e9
     return {"fused_gbps": gbytes / ms * 1e3, "copy_gbps": gbytes / copy_ms * 1e3,
             "ratio": copy_ms / ms, "ms": ms}
 
 
-__all__ = ["BLOCK", "bench_chain", "group_kernel"]
+__all__ = ["BLOCK", "OPTIONS", "bench_chain", "chain_kernel", "group_kernel"]
