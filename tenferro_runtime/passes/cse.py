@@ -1,7 +1,8 @@
 """Common subexpression elimination: one node per (primitive, inputs, params), one constant
 var per tensor object or buffer (buffers are never written, so one buffer is one value:
-the namespace's scalar constants, ``x * 0.9`` in a loop, share theirs). Effectful and
-random nodes (and calls of graphs holding them) stay."""
+the namespace's scalar constants, ``x * 0.9`` in a loop, share theirs), and one per value
+for small constants (equal bits: -0.0 and 0.0, or two NaN payloads, stay apart). Effectful
+and random nodes (and calls of graphs holding them) stay."""
 
 from __future__ import annotations
 
@@ -19,7 +20,12 @@ def common_subexpressions(graph: Graph) -> Graph:
     by_id: dict[Any, Var] = {}
     for v, c in graph.consts.items():
         buf = _buffer(c)
-        key = (id(c),) if buf is None else (id(buf), v.aval)  # kept alive by graph.consts
+        if buf is None:
+            key: tuple = (id(c),)
+        elif v.aval.size <= _BY_VALUE:
+            key = (v.aval, c.numpy().tobytes())
+        else:
+            key = (id(buf), v.aval)  # kept alive by graph.consts
         first = by_id.setdefault(key, v)
         if first is v:
             consts[v] = c
@@ -39,6 +45,9 @@ def common_subexpressions(graph: Graph) -> Graph:
         nodes.append(node)
     outputs = [sub.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]
     return graph.replace(nodes=nodes, outputs=outputs, consts=consts)
+
+
+_BY_VALUE = 64  # elements: constants up to this size are merged by value
 
 
 def _buffer(t: Any) -> Any:

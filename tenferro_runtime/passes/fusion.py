@@ -56,14 +56,15 @@ def _fusible(node: Node) -> bool:
     return prim is not fused_p or all(isinstance(v, Var) for v in node.params["graph"].outputs)
 
 
-def _device(node: Node) -> Any:
+def node_device(node: Node) -> Any:
     """The one device of a node's values, or None."""
     vs = node.inputs + node.outputs
     dev = vs[0].aval.device if vs else None
     return dev if all(v.aval.device is dev for v in vs) else None
 
 
-def _bits(b: int):
+def bits(b: int):
+    """The indices of the set bits of `b`, ascending (node sets are bitsets here)."""
     while b:
         low = b & -b
         yield low.bit_length() - 1
@@ -82,7 +83,7 @@ def _groups(nodes: list[Node]) -> list[list[int]]:
     members: dict[int, int] = {}  # group id -> bitset of members
     device: dict[int, Any] = {}
     for i, n in enumerate(nodes):
-        dev = _device(n) if _fusible(n) else None
+        dev = node_device(n) if _fusible(n) else None
         if dev is None:
             continue
         cands: list[int] = []
@@ -98,23 +99,23 @@ def _groups(nodes: list[Node]) -> list[list[int]]:
             m2 = m
             for g in opt:
                 m2 |= members[g]
-            if not _closes_cycle(m2, i, users, group_of, members):
+            if not closes_cycle(m2, i, users, group_of, members):
                 gs, m = opt, m2
                 break
         gid = gs[0] if gs else i
         members[gid], device[gid] = m, dev
         for g in gs[1:]:
-            for j in _bits(members.pop(g)):
+            for j in bits(members.pop(g)):
                 group_of[j] = gid
             del device[g]
         group_of[i] = gid
-    return sorted((list(_bits(m)) for m in members.values()), key=lambda g: g[0])
+    return sorted((list(bits(m)) for m in members.values()), key=lambda g: g[0])
 
 
-def _closes_cycle(m: int, i: int, users: list, group_of: dict, members: dict) -> bool:
+def closes_cycle(m: int, i: int, users: list, group_of: dict, members: dict) -> bool:
     """True when a path leaves the nodes of bitset `m` (its last node `i`) and comes back,
     the other groups counting as one node each (their fused nodes)."""
-    seen, stack = 0, [(j, True) for j in _bits(m)]
+    seen, stack = 0, [(j, True) for j in bits(m)]
     while stack:
         j, inside = stack.pop()
         for u in users[j]:
@@ -125,7 +126,7 @@ def _closes_cycle(m: int, i: int, users: list, group_of: dict, members: dict) ->
                 g = group_of.get(u)
                 new = (members[g] if g is not None else 1 << u) & ~seen
                 seen |= new
-                stack += [(k, False) for k in _bits(new)]
+                stack += [(k, False) for k in bits(new)]
     return False
 
 
@@ -199,4 +200,4 @@ def _toposort(items: list[tuple[int, Node]]) -> list[Node]:
     return order
 
 
-__all__ = ["FUSIBLE", "fuse_elementwise", "fuse_groups"]
+__all__ = ["FUSIBLE", "bits", "closes_cycle", "fuse_elementwise", "fuse_groups", "node_device"]

@@ -56,7 +56,7 @@ a row over many programs (one program per row would run alone)."""
 
 def _seed(node: Any) -> tuple | None:
     """(device, R, C) of a row reduction, else None (logged at DEBUG for reductions)."""
-    from tenferro_runtime.passes.fusion import _device
+    from tenferro_runtime.passes.fusion import node_device
 
     prim = node.prim
     if prim.category != "reduction":
@@ -72,12 +72,12 @@ def _seed(node: Any) -> tuple | None:
         why = f"{x.dtype} values"
     elif math.prod(sp[0]) < FEW_LONG_ROWS[0] and math.prod(sp[1]) > FEW_LONG_ROWS[1]:
         why = f"{math.prod(sp[0])} row(s) of {math.prod(sp[1])} elements (torch splits long rows)"
-    elif _device(node) is None:
+    elif node_device(node) is None:
         why = "values on several devices"
     if why is not None:
         log.debug("rows: %s at %s is no row group: %s", prim.name, node.site, why)
         return None
-    return (_device(node), *sp)
+    return (node_device(node), *sp)
 
 
 def _fits_value(aval: Any, sizes: tuple) -> bool:
@@ -104,10 +104,10 @@ def _fits(node: Any, space: tuple) -> bool:
     """True when `node` can join a row group of `space`: elementwise work on values of it."""
     from tenferro_runtime.graph import Var
     from tenferro_runtime.graph_prims import fused_p
-    from tenferro_runtime.passes.fusion import _device
+    from tenferro_runtime.passes.fusion import node_device
 
     dev, r, c = space
-    if _device(node) is not dev:
+    if node_device(node) is not dev:
         return False
     sizes = tuple(s for s in r + c if s != 1)
     if node.prim is fused_p:
@@ -129,7 +129,7 @@ def find_groups(graph: Any) -> list[list[int]]:
     that read the same full rows (one read of a row for all), one node at a time (lowest
     index first), skipping a node whose addition would let a path leave the group and
     re-enter it (other row groups counting as one node)."""
-    from tenferro_runtime.passes.fusion import _bits, _closes_cycle
+    from tenferro_runtime.passes.fusion import bits, closes_cycle
 
     nodes = graph.nodes
     producer: dict[Any, int] = {}
@@ -154,8 +154,8 @@ def find_groups(graph: Any) -> list[list[int]]:
         m, grown, full = 1 << s, True, sp[1] + sp[2]
         while grown:
             grown = False
-            near = {j for i in _bits(m) for j in (*producers[i], *users[i])}
-            near.update(j for i in _bits(m) for v in nodes[i].inputs
+            near = {j for i in bits(m) for j in (*producers[i], *users[i])}
+            near.update(j for i in bits(m) for v in nodes[i].inputs
                         if v.aval.shape == full for j in readers[v])
             for j in sorted(near):
                 if (m >> j) & 1 or j in group_of:
@@ -168,11 +168,11 @@ def find_groups(graph: Any) -> list[list[int]]:
                     if not fits[j]:
                         continue
                 m2 = m | (1 << j)
-                if not _closes_cycle(m2, m2.bit_length() - 1, users, group_of, members):
+                if not closes_cycle(m2, m2.bit_length() - 1, users, group_of, members):
                     m, grown = m2, True
         members[s] = m
-        group_of.update((j, s) for j in _bits(m))
-    return sorted((list(_bits(m)) for m in members.values()), key=lambda g: g[0])
+        group_of.update((j, s) for j in bits(m))
+    return sorted((list(bits(m)) for m in members.values()), key=lambda g: g[0])
 
 
 # ---- kernels ---------------------------------------------------------------------------
@@ -283,16 +283,11 @@ def _compiled(prog: Program) -> _RowKernel:
 
 
 def row_kernel(group: Any, device: Any) -> Any:
-    """A kernel (input buffers) -> output buffers for a row group's graph, or None (the
-    reason logged at INFO on ``tenferro_triton``) where the generator lacks something."""
-    try:
-        prog, consts = _program(group)
-        rk = _compiled(prog)
-    except Unsupported as why:
-        site = group.nodes[-1].site if group.nodes else "?"
-        log.info("rows: a row group of %d node(s) at %s runs the torch kernels: %s",
-                 len(group.nodes), site, why)
-        return None
+    """A kernel (input buffers) -> output buffers for a row group's graph; raises
+    `Unsupported` saying what the generator lacks (the executor logs it and runs the torch
+    kernels)."""
+    prog, consts = _program(group)
+    rk = _compiled(prog)
 
     def kernel(*bufs: Any) -> list:
         return rk([*bufs, *consts])

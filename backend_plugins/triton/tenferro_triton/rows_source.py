@@ -22,14 +22,12 @@ from tenferro_core import dtypes as D
 
 from . import codegen
 from .codegen import TL
+from .executor import Unsupported
 
 ROW_REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod"})
 _WIDEN = {D.float16: D.float32, D.bfloat16: D.float32, D.int8: D.int32, D.int16: D.int32,
           D.uint8: D.int32, D.uint16: D.int32}  # sums and products accumulate wider
 
-
-class Unsupported(Exception):
-    """The group has something the row generator lacks; the message says what."""
 
 
 @dataclass(frozen=True)
