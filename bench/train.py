@@ -96,19 +96,19 @@ def tf_compiled(params, x_np, y_np, device, backend=None):
     return run
 
 
-def torch_model(torch, params):
+def torch_model(torch, params, device="cpu"):
     layers = []
     for i, (m, n) in enumerate(zip(WIDTHS[:-1], WIDTHS[1:])):
         layers += [torch.nn.Linear(m, n)] + ([torch.nn.ReLU()] if i < len(WIDTHS) - 2 else [])
     model = torch.nn.Sequential(*layers)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in zip(model.state_dict(), params)})
-    return model
+    return model.to(device)
 
 
-def torch_eager(torch, params, x_np, y_np):
-    model = torch_model(torch, params)
+def torch_eager(torch, params, x_np, y_np, device="cpu"):
+    model = torch_model(torch, params, device)
     opt = torch.optim.Adam(model.parameters(), lr=LR)
-    x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    x, y = torch.from_numpy(x_np).to(device), torch.from_numpy(y_np).to(device)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -120,12 +120,12 @@ def torch_eager(torch, params, x_np, y_np):
     return step
 
 
-def torch_compiled(torch, params, x_np, y_np):
+def torch_compiled(torch, params, x_np, y_np, device="cpu"):
     """The model under torch.compile (forward and AOT-compiled backward) and the optimizer's
     step under torch.compile, as PyTorch's tutorials compile a training loop."""
-    model = torch.compile(torch_model(torch, params))
+    model = torch.compile(torch_model(torch, params, device))
     opt = torch.optim.Adam(model.parameters(), lr=LR)
-    x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    x, y = torch.from_numpy(x_np).to(device), torch.from_numpy(y_np).to(device)
 
     @torch.compile
     def opt_step():
