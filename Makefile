@@ -40,7 +40,7 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 
 bench: $(BENCH_STAMP)
 	cd bench && ../$(BIN)/python eager_overhead.py && ../$(BIN)/python ad_overhead.py && ../$(BIN)/python opfamilies.py \
-		&& ../$(BIN)/python backends.py && ../$(BIN)/python compile.py && ../$(BIN)/python train.py && ../$(BIN)/python energy.py
+		&& ../$(BIN)/python backends.py && ../$(BIN)/python compile.py && ../$(BIN)/python train.py && ../$(BIN)/python energy.py && ../$(BIN)/python codegen.py
 
 clean:
 	rm -rf $(VENV) .hypothesis
