@@ -67,10 +67,71 @@ class _Spec:
     stored: list = field(default_factory=list)  # indices of the outputs the kernel writes
 
 
+class _Unmappable(Unsupported):
+    """Outputs of one group that no single iteration space covers."""
+
+
 def group_kernel(group: Any, device: Any) -> Any:
     """A kernel ``(*input buffers) -> [output buffers]`` running one generated Triton kernel
-    for the fused `group` on torch `device`; raises `Unsupported` (the group then runs its
-    torch kernels) for a dtype or primitive without generated code."""
+    for the fused `group` on torch `device` (one per iteration space where the group's
+    outputs have several, as an optimizer's update of parameters of different shapes);
+    raises `Unsupported` (the group then runs its torch kernels) for a dtype or primitive
+    without generated code."""
+    try:
+        return _space_kernel(group, device)
+    except _Unmappable:
+        parts = _split_by_space(group)
+        if len(parts) < 2:
+            raise
+    kernels = [(idx, _space_kernel(sub, device)) for idx, sub in parts]
+    n_out = len(group.outputs)
+
+    def kernel(*bufs: Any) -> list:
+        results: list = [None] * n_out
+        for idx, k in kernels:
+            for i, r in zip(idx, k(*bufs)):
+                results[i] = r
+        return results
+
+    kernel.__name__ = "+".join(k.__name__ for _, k in kernels)
+    return kernel
+
+
+def _split_by_space(group: Any) -> list:
+    """[(output indices, sub-group)] with one iteration space each: outputs of the largest
+    shape first, each other output with the first space it maps onto; a sub-group keeps the
+    group's inputs and the nodes its outputs need (shared scalar work is recomputed)."""
+    from tenferro_runtime.graph import Graph
+
+    spaces: list = []  # [shape, [output indices]]
+    order = sorted(range(len(group.outputs)), key=lambda i: -group.outputs[i].aval.size)
+    for i in order:
+        shape = group.outputs[i].aval.shape
+        for space, idx in spaces:
+            if shape == space or _match(shape, space) is not None:
+                idx.append(i)
+                break
+        else:
+            spaces.append((shape, [i]))
+    parts = []
+    for _, idx in spaces:
+        idx.sort()
+        needed = {group.outputs[i] for i in idx}
+        nodes = []
+        for n in reversed(group.nodes):
+            if any(o in needed for o in n.outputs):
+                nodes.append(n)
+                needed.update(n.inputs)
+        nodes.reverse()
+        sub = Graph(inputs=list(group.inputs), nodes=nodes,
+                    outputs=[group.outputs[i] for i in idx],
+                    consts={v: c for v, c in group.consts.items() if v in needed})
+        parts.append((idx, sub))
+    return parts
+
+
+def _space_kernel(group: Any, device: Any) -> Any:
+    """`group_kernel` for a group whose outputs share one iteration space."""
     import torch
 
     from tenferro_torch.ops.common import TO_TORCH
@@ -131,7 +192,7 @@ def _analyze(group: Any, device: Any) -> _Spec:
         if o.aval.shape != space:
             m = need[o][0] if need.get(o) else _match(o.aval.shape, space)
             if m is None:
-                raise Unsupported(f"outputs of shapes {o.aval.shape} and {space} in one group "
+                raise _Unmappable(f"outputs of shapes {o.aval.shape} and {space} in one group "
                                   f"(no axis map from the one onto the other)")
             seeds.append((o, m))
             need = _propagate(group.nodes, seeds)
