@@ -150,8 +150,13 @@ def _asarray(obj: Any, dtype: Any, device: Any, copy: bool | None) -> Tensor:
                 )
             host = host.astype(host.dtype.newbyteorder("="))
             copy = None  # already a fresh array
-        _natural_dtype(host)
+        natural = _natural_dtype(host)
         if dtype is not None and host.dtype != dtype.numpy:
+            if host.size and _KIND_RANK[dtype.kind] < _KIND_RANK[natural.kind]:
+                raise DTypeError(
+                    f"asarray: a NumPy {natural} array cannot be stored as {dtype} without "
+                    f"losing information (the {'imaginary part' if natural.kind == 'c' else 'fraction'}"
+                    f"); convert explicitly with astype after creating the tensor")
             if copy is False:
                 raise ArgumentError(f"asarray: copy=False but casting {host.dtype} to {dtype} copies")
             host = host.astype(dtype.numpy)

@@ -223,8 +223,13 @@ def lu_solve(lu, piv, b, *, trans=0):
         return torch.zeros_like(b)
     check_singular("lu_solve", torch.diagonal(lu, dim1=-2, dim2=-1))
     _check_pivots("linalg.lu_solve", piv, n)
-    factors = lu.conj() if trans == 1 else lu
-    return torch.linalg.lu_solve(factors, piv + 1, b, adjoint=trans != 0)
+    # LU^T x = b is (conj LU)^H x = b; torch mishandles a lazily conjugated LU whose batch
+    # it broadcasts, so the conjugate is materialized and the batch expanded beforehand
+    factors = lu.conj().resolve_conj() if trans == 1 and lu.is_complex() else lu
+    batch = torch.broadcast_shapes(factors.shape[:-2], b.shape[:-2])
+    factors = factors.expand(*batch, n, n).contiguous()
+    pivots = (piv + 1).expand(*batch, n).contiguous()
+    return torch.linalg.lu_solve(factors, pivots, b.expand(*batch, *b.shape[-2:]), adjoint=trans != 0)
 
 
 def solve_triangular(a, b, *, lower=False, unit_diagonal=False, trans=0):

@@ -278,6 +278,16 @@ def test_lu_solve_matches_scipy(case, trans):
     close(check_out(got, want.shape, dtype), want, dtype, 10 * (n + 1))
 
 
+@pytest.mark.parametrize("trans", [0, 1, 2])
+def test_lu_solve_broadcasts_a_single_factorization_over_a_batch_of_right_hand_sides(trans):
+    rng = np.random.default_rng(7)  # torch's lu_solve once misread a broadcast LU with trans=1
+    a = well_conditioned(rng, (1, 3, 3), "complex64")
+    b = rand(rng, (2, 1, 3, 1), "complex64")
+    got = la.lu_solve(la.lu_factor(xp.asarray(a)), xp.asarray(b), trans=trans)
+    want = broadcast_solve(a, b, lambda ai, bi: sl.lu_solve(sl.lu_factor(ai), bi, trans=trans))
+    close(check_out(got, want.shape, "complex64"), want, "complex64", 40)
+
+
 @given(case=solve_cases(), lower=st.booleans(), unit=st.booleans(), trans=st.sampled_from([0, 1, 2, "C"]))
 def test_solve_triangular_matches_scipy(case, lower, unit, trans):
     batch, n, dtype, layout, rng, b_shape = case
