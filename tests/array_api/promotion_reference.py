@@ -11,7 +11,8 @@ INTS = SIGNED + UNSIGNED
 FLOATS = ["float16", "float32", "float64"]
 COMPLEX = ["complex64", "complex128"]
 ALL = ["bool"] + INTS + FLOATS + COMPLEX
-KIND = {"bool": 0, **{d: 1 for d in INTS}, **{d: 2 for d in FLOATS}, **{d: 3 for d in COMPLEX}}
+KIND = {"bool": 0, **{d: 1 for d in INTS}, **{d: 2 for d in FLOATS + ["bfloat16"]},
+        **{d: 3 for d in COMPLEX}}
 
 # The standard's table for mixed signed/unsigned and float/complex pairs; elsewhere the larger
 # dtype of a kind, and across bool/int/float/complex the higher kind's operand (tenferro's rule).
@@ -21,7 +22,10 @@ _TABLE = {("int8", "uint8"): "int16", ("int8", "uint16"): "int32", ("int8", "uin
           ("int64", "uint8"): "int64", ("int64", "uint16"): "int64", ("int64", "uint32"): "int64",
           ("float16", "complex64"): "complex64", ("float32", "complex64"): "complex64",
           ("float64", "complex64"): "complex128", ("float16", "complex128"): "complex128",
-          ("float32", "complex128"): "complex128", ("float64", "complex128"): "complex128"}
+          ("float32", "complex128"): "complex128", ("float64", "complex128"): "complex128",
+          # bfloat16 (an extra, not in the standard): float16 and bfloat16 meet in float32
+          ("float16", "bfloat16"): "float32", ("bfloat16", "complex64"): "complex64",
+          ("bfloat16", "complex128"): "complex128"}
 
 
 def promoted(a: str, b: str) -> str | None:
@@ -34,4 +38,8 @@ def promoted(a: str, b: str) -> str | None:
         return None
     if KIND[a] != KIND[b]:
         return a if KIND[a] > KIND[b] else b
-    return a if np.dtype(a).itemsize >= np.dtype(b).itemsize else b
+    return a if _size(a) >= _size(b) else b
+
+
+def _size(d: str) -> int:
+    return 2 if d == "bfloat16" else np.dtype(d).itemsize

@@ -1,4 +1,5 @@
-"""Creation functions against NumPy: arange, eye, linspace, meshgrid, tril, triu, full & co."""
+"""Creation functions against NumPy: arange, eye, linspace, meshgrid, tril, triu, full & co.,
+in every dtype the device holds (bfloat16 on torch:cpu)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from device_support import arrays, has, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,7 +16,7 @@ from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
 from tenferro_runtime import lax
 
 INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
-FLOATS = ["float16", "float32", "float64"]
+FLOATS = ["float16", "bfloat16", "float32", "float64"]
 COMPLEX = ["complex64", "complex128"]
 NUMERIC = INTS + FLOATS + COMPLEX
 ALL = ["bool"] + NUMERIC
@@ -99,16 +101,17 @@ def test_arange_errors(xp):
         xp.arange(-1, 3, dtype=xp.uint16)
     with pytest.raises(DTypeError, match="whole"):
         xp.arange(0.5, 3, dtype=xp.int32)
-    with pytest.raises(DTypeError):
-        xp.arange(3, dtype=xp.bfloat16)
+    if not has("bfloat16"):  # numpy:cpu holds no bfloat16
+        with pytest.raises(DTypeError):
+            xp.arange(3, dtype=xp.bfloat16)
 
 
 # ---------------------------------------------------------------- eye
 
 
-@given(n=st.integers(0, 5), m=st.integers(0, 5) | st.none(), k=st.integers(-7, 7),
-       dtype=st.sampled_from(ALL))
-def test_eye(xp, n, m, k, dtype):
+@given(n=st.integers(0, 5), m=st.integers(0, 5) | st.none(), k=st.integers(-7, 7), data=st.data())
+def test_eye(xp, n, m, k, data):
+    dtype = data.draw(st.sampled_from(on_device(ALL)), label="dtype")
     got = xp.eye(n, m, k=k, dtype=getattr(xp, dtype))
     _check(got, np.eye(n, m, k=k, dtype=dtype), dtype)
 
@@ -122,8 +125,11 @@ def test_eye_defaults_and_errors(xp):
         xp.eye(2.5)
     with pytest.raises(ArgumentError):
         xp.eye(2, k=0.5)
-    with pytest.raises(DTypeError):
-        xp.eye(2, dtype=xp.bfloat16)
+    if has("bfloat16"):
+        _check(xp.eye(2, dtype=xp.bfloat16), np.eye(2), "bfloat16")
+    else:  # numpy:cpu holds no bfloat16
+        with pytest.raises(DTypeError):
+            xp.eye(2, dtype=xp.bfloat16)
 
 
 # ---------------------------------------------------------------- linspace
@@ -172,8 +178,9 @@ def test_linspace_errors(xp):
 
 
 @given(lens=st.lists(st.integers(0, 3), min_size=0, max_size=4),
-       indexing=st.sampled_from(["xy", "ij"]), dtype=st.sampled_from(NUMERIC))
-def test_meshgrid(xp, lens, indexing, dtype):
+       indexing=st.sampled_from(["xy", "ij"]), data=st.data())
+def test_meshgrid(xp, lens, indexing, data):
+    dtype = data.draw(st.sampled_from(on_device(NUMERIC)), label="dtype")
     arrays = [np.arange(n).astype(dtype) + i for i, n in enumerate(lens)]
     got = xp.meshgrid(*[xp.asarray(a) for a in arrays], indexing=indexing)
     want = np.meshgrid(*arrays, indexing=indexing)
@@ -201,9 +208,9 @@ def test_meshgrid_promotes_and_validates(xp):
 @given(data=st.data())
 def test_triangles(xp, fname, data):
     shape = data.draw(hnp.array_shapes(min_dims=2, max_dims=4, min_side=0, max_side=4))
-    dtype = data.draw(st.sampled_from(ALL))
+    dtype = data.draw(st.sampled_from(on_device(ALL)))
     k = data.draw(st.integers(-5, 5))
-    x = data.draw(hnp.arrays(np.dtype(dtype), shape))
+    x = data.draw(arrays(dtype, shape))
     t = xp.asarray(x)
     if data.draw(st.booleans()):  # a transposed (non-contiguous) buffer with the same values
         perm = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
@@ -252,5 +259,6 @@ def test_full_errors(xp):
         xp.full((2, -1), 0)
     with pytest.raises(ArgumentError):
         xp.full(2, [1])
-    with pytest.raises(DTypeError):
-        xp.zeros(2, dtype=xp.bfloat16)
+    if not has("bfloat16"):  # numpy:cpu holds no bfloat16
+        with pytest.raises(DTypeError):
+            xp.zeros(2, dtype=xp.bfloat16)

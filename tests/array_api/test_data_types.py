@@ -1,10 +1,12 @@
-"""Data-type functions: astype, can_cast, finfo, iinfo, isdtype, result_type."""
+"""Data-type functions: astype (between every dtype the device holds, bfloat16 on
+torch:cpu), can_cast, finfo, iinfo, isdtype, result_type."""
 
 from __future__ import annotations
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from device_support import has, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,9 +30,9 @@ def _safe_values(src: str, dst: str) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("src", ALL)
+@pytest.mark.parametrize("src", ALL + ["bfloat16"])
 def test_astype_all_pairs(xp, src):
-    for dst in ALL:
+    for dst in on_device(ALL + ["bfloat16"]):
         x = _safe_values(src, dst)
         t = xp.asarray(x)
         if src in COMPLEX and dst not in COMPLEX:
@@ -59,9 +61,13 @@ def test_astype_copy_and_device(xp):
     assert c is not t and c.numpy().tolist() == [1.0, 2.0]
     t += 1
     assert c.numpy().tolist() == [1.0, 2.0]
-    assert xp.astype(t, "float32", device="numpy:cpu").dtype == xp.float32
-    with pytest.raises(DTypeError):
-        xp.astype(t, xp.bfloat16)  # the numpy backend has no bfloat16
+    moved = xp.astype(t, "float32", device="numpy:cpu")
+    assert moved.dtype == xp.float32 and str(moved.device) == "numpy:cpu"
+    if has("bfloat16"):
+        assert xp.astype(t, xp.bfloat16).numpy().astype(np.float64).tolist() == [2.0, 3.0]
+    else:
+        with pytest.raises(DTypeError):
+            xp.astype(t, xp.bfloat16)  # the numpy backend has no bfloat16
     with pytest.raises(DTypeError):
         xp.astype(t, "float128")
     with pytest.raises(ArgumentError):

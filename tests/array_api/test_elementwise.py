@@ -1,5 +1,7 @@
-"""Elementwise functions against NumPy: every supported dtype, special values, layouts,
-broadcasting, Python scalars, promotion, and bad input."""
+"""Elementwise functions against NumPy: every dtype the device holds (bfloat16 on torch:cpu,
+against NumPy's float32 result rounded to bfloat16), special values, layouts, broadcasting,
+Python scalars, promotion, and bad input. Off numpy:cpu, transcendental functions may differ
+from NumPy by `device_support.ULPS`; everything else is compared exactly."""
 
 from __future__ import annotations
 
@@ -9,10 +11,23 @@ import warnings
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from device_support import (
+    BF16,
+    COMPLEX_FLOOR,
+    arrays,
+    assert_ulps,
+    elements,
+    finfo,
+    has,
+    on_device,
+    on_numpy,
+    ulps_for,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
 import promotion_reference as promotion
+from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
 from tenferro_runtime import lax
 from tenferro_runtime.tensor import Tensor
@@ -20,7 +35,7 @@ from tenferro_runtime.tensor import Tensor
 SIGNED = ["int8", "int16", "int32", "int64"]
 UNSIGNED = ["uint8", "uint16", "uint32", "uint64"]
 INTS = SIGNED + UNSIGNED
-FLOATS = ["float16", "float32", "float64"]
+FLOATS = ["float16", "bfloat16", "float32", "float64"]
 COMPLEX = ["complex64", "complex128"]
 REAL = INTS + FLOATS
 NUMERIC = REAL + COMPLEX
@@ -28,6 +43,9 @@ ALL = ["bool"] + NUMERIC
 FLOATFN = NUMERIC  # floating-point functions: integers compute in float64
 FLOATFN_REAL = REAL
 BITS = ["bool"] + INTS
+# The standard leaves the order of -0 and +0 to the implementation: NumPy's pick is checked
+# on numpy:cpu only.
+ZERO_ORDER = {"maximum", "minimum", "clip"}
 
 def _np_nextafter(a, b):
     """NumPy, returning x2 where x1 == x2 as the standard says (NumPy's float16 returns x1)."""
@@ -117,7 +135,8 @@ BINARY = {
     "bitwise_left_shift": (np.left_shift, INTS, True),
     "bitwise_right_shift": (np.right_shift, INTS, True),
 }
-RTOL = {"float16": 4e-3, "float32": 2e-6, "float64": 1e-14, "complex64": 2e-6, "complex128": 1e-14}
+RTOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 2e-6, "float64": 1e-14, "complex64": 2e-6,
+        "complex128": 1e-14}
 
 # ---------------------------------------------------------------- promotion (Array API tables)
 promoted = promotion.promoted
@@ -130,7 +149,7 @@ def scalar_promoted(d: str, s) -> str:
     if kind <= _KIND[d]:
         return d
     if kind == 3:
-        return {"float16": "complex64", "float32": "complex64"}.get(d, "complex128")
+        return {"float16": "complex64", "bfloat16": "complex64", "float32": "complex64"}.get(d, "complex128")
     return {1: "int64", 2: "float64"}[kind]
 
 
@@ -149,6 +168,8 @@ def result_dtype(name: str, d: str) -> str:
 
 def special_values(d: str) -> np.ndarray:
     dt = np.dtype(d)
+    if dt == BF16:
+        return special_values("float32").astype(BF16)
     if dt.kind == "b":
         return np.array([True, False, True])
     if dt.kind in "iu":
@@ -182,39 +203,62 @@ def tensor(xp, arr: np.ndarray, layout: str = "c") -> Tensor:
     return xp.asarray(arr)
 
 
-def assert_same(got, expected: np.ndarray, dtype: str, exact: bool = True) -> None:
+def assert_same(got, expected: np.ndarray, dtype: str, exact: bool = True, *, ulps: int = 0,
+                signed_zeros: bool = True, floor: float = 0.0) -> None:
+    """`got` has `dtype` and `expected`'s values: exactly (signed zeros included unless
+    `signed_zeros` is False), within `ulps` (device_support.assert_ulps), or with `exact`
+    False within RTOL."""
     assert isinstance(got, Tensor), type(got)
     assert got.dtype.name == dtype, (got.dtype, dtype)
     g = got.numpy()
     expected = np.asarray(expected).astype(dtype)
     assert g.shape == expected.shape, (g.shape, expected.shape)
-    if g.dtype.kind not in "fc":
+    if D.as_dtype(dtype).kind not in "fc":
         np.testing.assert_array_equal(g, expected)
         return
+    if ulps and (exact or g.dtype != BF16):  # bfloat16 composites: RTOL below
+        assert_ulps(g, expected, ulps, floor=floor)
+        return
+    if g.dtype == BF16:
+        g, expected = g.astype(np.float32), expected.astype(np.float32)
     parts = [(g.real, expected.real), (g.imag, expected.imag)] if g.dtype.kind == "c" else [(g, expected)]
     for gp, ep in parts:
         np.testing.assert_array_equal(np.isnan(gp), np.isnan(ep))
         if exact:
             np.testing.assert_array_equal(gp, ep)
-            zero = (gp == 0) & (ep == 0)
+            zero = (gp == 0) & (ep == 0) & signed_zeros
             np.testing.assert_array_equal(np.signbit(gp[zero]), np.signbit(ep[zero]))
         else:
             fin = np.isfinite(ep)
             np.testing.assert_array_equal(gp[~fin & ~np.isnan(ep)], ep[~fin & ~np.isnan(ep)])
-            tol = RTOL[dtype]
-            scale = np.maximum(np.abs(ep[fin]).astype(np.float64), np.finfo(gp.dtype).tiny)
+            tol = RTOL[dtype]  # bfloat16 composites: absolute error at values below 1
+            least = 1.0 if dtype == "bfloat16" else finfo(gp.dtype).tiny
+            scale = np.maximum(np.abs(ep[fin]).astype(np.float64), least)
             err = np.abs(gp[fin].astype(np.float64) - ep[fin].astype(np.float64))
             assert np.all(err <= tol * scale), (gp[fin][err > tol * scale], ep[fin][err > tol * scale])
 
 
-def reference(name: str, fn, *arrays: np.ndarray, work: str) -> np.ndarray:
+def reference(name: str, fn, *arrays: np.ndarray, dtype: str) -> np.ndarray:
+    """`fn` on the operands converted to their common `dtype`, computed in work_dtype."""
+    work = work_dtype(name, dtype)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return fn(*(np.asarray(a).astype(work) for a in arrays))
+        return fn(*(np.asarray(a).astype(dtype).astype(work) for a in arrays))
 
 
 def work_dtype(name: str, d: str) -> str:
+    """NumPy's dtype for the reference: float64 for integers in floating functions; float32
+    for bfloat16 (what torch computes bfloat16 in), except nextafter (ml_dtypes has it)."""
+    if d == "bfloat16" and name != "nextafter":
+        return "float32"
     return "float64" if name in FLOAT_RESULT and d in INTS else d
+
+
+def _exact_kw(name: str, dtype: str) -> dict:
+    """assert_same's tolerance keywords for `name` on operands of `dtype` on this device."""
+    return {"ulps": ulps_for(name, dtype, result_dtype(name, dtype)),
+            "signed_zeros": on_numpy() or name not in ZERO_ORDER,
+            "floor": COMPLEX_FLOOR.get(name, 0.0)}
 
 
 # ---------------------------------------------------------------- unary
@@ -224,14 +268,15 @@ def work_dtype(name: str, d: str) -> str:
 def test_unary_special_values(xp, name, dtype):
     fn, _, exact = UNARY[name]
     x = special_values(dtype)
-    want = reference(name, fn, x, work=work_dtype(name, dtype))
-    assert_same(getattr(xp, name)(tensor(xp, x)), want, result_dtype(name, dtype), exact)
+    want = reference(name, fn, x, dtype=dtype)
+    rdtype = result_dtype(name, dtype)
+    assert_same(getattr(xp, name)(tensor(xp, x)), want, rdtype, exact, **_exact_kw(name, dtype))
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_unary_rejects_unsupported_dtypes(xp, name):
     _, ds, _ = UNARY[name]
-    for d in set(ALL) - set(ds):
+    for d in set(on_device(ALL)) - set(ds):
         with pytest.raises(DTypeError):
             getattr(xp, name)(xp.asarray(special_values(d)))
     with pytest.raises(ArgumentError):
@@ -246,11 +291,12 @@ SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3)
 @given(data=st.data())
 def test_unary_matches_numpy(xp, name, data):
     fn, ds, exact = UNARY[name]
-    dtype = data.draw(st.sampled_from(ds), label="dtype")
-    x = data.draw(hnp.arrays(np.dtype(dtype), SHAPES), label="x")
+    dtype = data.draw(st.sampled_from(on_device(ds)), label="dtype")
+    x = data.draw(arrays(dtype, SHAPES), label="x")
     t = tensor(xp, x, data.draw(LAYOUTS, label="layout"))
-    want = reference(name, fn, x, work=work_dtype(name, dtype))
-    assert_same(getattr(xp, name)(t), want, result_dtype(name, dtype), exact)
+    want = reference(name, fn, x, dtype=dtype)
+    rdtype = result_dtype(name, dtype)
+    assert_same(getattr(xp, name)(t), want, rdtype, exact, **_exact_kw(name, dtype))
 
 
 # ---------------------------------------------------------------- binary
@@ -262,12 +308,32 @@ def _elements(name: str, dtype: str, rhs: bool):
         return st.integers(0, dt.itemsize * 8 - 1)
     if name == "pow" and rhs and dt.kind in "iu":
         return st.integers(0, 5)
-    return hnp.from_dtype(dt)
+    return elements(dt)
 
 
 def _pairs(ds):
-    """Dtype pairs that promote within ds."""
+    """Dtype pairs (that the device holds) that promote within ds."""
+    ds = on_device(ds)
     return [(a, b) for a in ds for b in ds if promoted(a, b) in ds]
+
+
+def _torch_complex_pow_specials(name: str, dtype: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Where a comparison with NumPy holds: all but complex pow's special inputs (a zero or
+    non-finite base or exponent) off numpy:cpu. The standard computes those as
+    exp(b * log(a)) (0 ** (1+infj) is NaN there), NumPy special-cases them (0 there)."""
+    if name != "pow" or dtype not in COMPLEX or on_numpy():
+        return np.ones(np.broadcast_shapes(np.shape(a), np.shape(b)), bool)
+    a, b = np.broadcast_arrays(np.asarray(a).astype(dtype), np.asarray(b).astype(dtype))
+    return np.isfinite(a) & np.isfinite(b) & (a != 0)
+
+
+def check_binary(xp, name: str, common: str, got, want, a, b, exact: bool) -> None:
+    """assert_same for `name`(a, b) with operands promoted to `common`, leaving out complex
+    pow's special inputs off numpy:cpu (see _torch_complex_pow_specials)."""
+    keep = _torch_complex_pow_specials(name, common, a, b)
+    if not keep.all():
+        got, want = got[xp.asarray(keep)], np.broadcast_to(want, keep.shape)[keep]
+    assert_same(got, want, result_dtype(name, common), exact, **_exact_kw(name, common))
 
 
 @pytest.mark.parametrize("name,dtype", [(n, d) for n, (_, ds, _) in BINARY.items() for d in ds])
@@ -280,9 +346,9 @@ def test_binary_special_values(xp, name, dtype):
         a, b = v[:, None], np.arange(0, 5, dtype=dtype)[None, :]
     else:
         a, b = v[:, None], v[None, :]
-    want = reference(name, fn, a, b, work=work_dtype(name, dtype))
+    want = reference(name, fn, a, b, dtype=dtype)
     got = getattr(xp, name)(tensor(xp, a), tensor(xp, b))
-    assert_same(got, want, result_dtype(name, dtype), exact)
+    check_binary(xp, name, dtype, got, want, a, b, exact)
 
 
 def _loop_exact(name: str, dtype: str, exact: bool) -> bool:
@@ -299,18 +365,18 @@ def _loop_exact(name: str, dtype: str, exact: bool) -> bool:
 def test_binary_matches_numpy(xp, name, data):
     """Mixed dtypes, broadcast shapes and non-contiguous layouts."""
     fn, ds, exact = BINARY[name]
-    pairs = [(d, d) for d in ds] if "shift" in name or name == "pow" else _pairs(ds)
+    pairs = [(d, d) for d in on_device(ds)] if "shift" in name or name == "pow" else _pairs(ds)
     d1, d2 = data.draw(st.sampled_from(pairs), label="dtypes")
     shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3))
-    x1 = data.draw(hnp.arrays(np.dtype(d1), shapes.input_shapes[0], elements=_elements(name, d1, False)))
-    x2 = data.draw(hnp.arrays(np.dtype(d2), shapes.input_shapes[1], elements=_elements(name, d2, True)))
+    x1 = data.draw(arrays(d1, shapes.input_shapes[0], elems=_elements(name, d1, False)))
+    x2 = data.draw(arrays(d2, shapes.input_shapes[1], elems=_elements(name, d2, True)))
     t1 = tensor(xp, x1, data.draw(LAYOUTS, label="layout1"))
     t2 = tensor(xp, x2, data.draw(LAYOUTS, label="layout2"))
     common = promoted(d1, d2)
-    want = reference(name, fn, x1, x2, work=work_dtype(name, common))
+    want = reference(name, fn, x1, x2, dtype=common)
     got = getattr(xp, name)(t1, t2)
     assert got.shape == shapes.result_shape
-    assert_same(got, want, result_dtype(name, common), _loop_exact(name, common, exact))
+    check_binary(xp, name, common, got, want, x1, x2, _loop_exact(name, common, exact))
 
 
 def _scalar_for(dtype: str, kind: str, data):
@@ -322,7 +388,7 @@ def _scalar_for(dtype: str, kind: str, data):
             return data.draw(st.integers(int(info.min), int(info.max)))
         return data.draw(st.integers(-100, 100))
     if kind == "float":
-        return data.draw(st.floats(width=16 if dtype == "float16" else 64))
+        return data.draw(st.floats(width=16 if dtype == "float16" else 32 if dtype == "bfloat16" else 64))
     return complex(data.draw(st.floats(-10, 10)), data.draw(st.floats(-10, 10)))
 
 
@@ -331,7 +397,7 @@ def _scalar_for(dtype: str, kind: str, data):
 def test_binary_python_scalars(xp, name, data):
     """A Python scalar on either side promotes weakly (the tensor's dtype wins in its kind)."""
     fn, ds, exact = BINARY[name]
-    dtype = data.draw(st.sampled_from(ds), label="dtype")
+    dtype = data.draw(st.sampled_from(on_device(ds)), label="dtype")
     kinds = ["bool", "int", "float", "complex"]
     if "shift" in name or "bitwise" in name:
         kinds = ["int"] if dtype in INTS else ["bool"]
@@ -346,17 +412,16 @@ def test_binary_python_scalars(xp, name, data):
         s = data.draw(st.integers(0, np.dtype(dtype).itemsize * 8 - 1))
     if name == "pow" and common in INTS:
         s = data.draw(st.integers(0, 3))
-    x = data.draw(hnp.arrays(np.dtype(dtype), SHAPES, elements=_elements(name, dtype, False)))
+    x = data.draw(arrays(dtype, SHAPES, elems=_elements(name, dtype, False)))
     t = tensor(xp, x, data.draw(LAYOUTS))
     sa = np.asarray(s).astype(common)
-    rdtype = result_dtype(name, common)
     exact = _loop_exact(name, common, exact)
-    want = reference(name, fn, x, sa, work=work_dtype(name, common))
-    assert_same(getattr(xp, name)(t, s), want, rdtype, exact)
+    want = reference(name, fn, x, sa, dtype=common)
+    check_binary(xp, name, common, getattr(xp, name)(t, s), want, x, sa, exact)
     if name == "pow" and common in INTS:
         return  # negative exponents would be the tensor's values
-    want = reference(name, fn, sa, x, work=work_dtype(name, common))
-    assert_same(getattr(xp, name)(s, t), want, rdtype, exact)
+    want = reference(name, fn, sa, x, dtype=common)
+    check_binary(xp, name, common, getattr(xp, name)(s, t), want, sa, x, exact)
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))
@@ -371,7 +436,7 @@ def test_binary_bad_input(xp, name):
         getattr(xp, name)(np.ones(3), a)
     with pytest.raises(ArgumentError):
         getattr(xp, name)(1, 2)
-    for d in set(ALL) - set(ds):
+    for d in set(on_device(ALL)) - set(ds):
         v = xp.asarray(special_values(d))
         with pytest.raises(DTypeError):
             getattr(xp, name)(v, v)
@@ -389,8 +454,8 @@ def test_binary_bad_input(xp, name):
 def test_promotion_table(xp, name):
     """Every dtype pair against the Array API promotion table."""
     fn, ds, _ = BINARY[name]
-    for a in ds:
-        for b in ds:
+    for a in on_device(ds):
+        for b in on_device(ds):
             x, y = xp.asarray(np.ones(2, dtype=a)), xp.asarray(np.ones(2, dtype=b))
             want = promoted(a, b)
             if want is None:
@@ -526,12 +591,13 @@ def test_comparison_with_out_of_range_python_int(xp):
     assert xp.less_equal(xp.asarray([3], dtype=xp.int8), 1000).numpy().all()
 
 
-@pytest.mark.parametrize("dtype", ["int8", "uint8", "int64", "float16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "uint64", "int64", "float16", "bfloat16",
+                                   "float32", "float64"])
 @given(data=st.data())
 def test_clip(xp, dtype, data):
     shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, min_side=0,
                                                          max_side=3))
-    x = data.draw(hnp.arrays(np.dtype(dtype), shapes.input_shapes[0]), label="x")
+    x = data.draw(arrays(dtype, shapes.input_shapes[0]), label="x")
     t = tensor(xp, x, data.draw(LAYOUTS))
 
     def bound(shape):
@@ -541,7 +607,7 @@ def test_clip(xp, dtype, data):
         if kind == "scalar":
             v = data.draw(st.integers(-300, 300) if dtype in INTS else st.floats(-100, 100))
             return v, v
-        arr = data.draw(hnp.arrays(np.dtype(dtype), shape))
+        arr = data.draw(arrays(dtype, shape))
         return tensor(xp, arr), arr
 
     (lo, lo_np), (hi, hi_np) = bound(shapes.input_shapes[1]), bound(shapes.input_shapes[2])
@@ -551,7 +617,7 @@ def test_clip(xp, dtype, data):
             want = np.maximum(want, _as_bound(lo_np, dtype))
         if hi_np is not None:
             want = np.minimum(want, _as_bound(hi_np, dtype))
-    assert_same(xp.clip(t, lo, hi), np.asarray(want, dtype=dtype), dtype)
+    assert_same(xp.clip(t, lo, hi), np.asarray(want, dtype=dtype), dtype, **_exact_kw("clip", dtype))
 
 
 def _as_bound(v, dtype):
@@ -593,6 +659,12 @@ def test_positive_is_a_new_tensor(xp):
     assert y.numpy().tolist() == [1.0, 2.0]
 
 
-def test_bfloat16_is_rejected_by_the_numpy_backend(xp):
-    with pytest.raises(DTypeError):
-        xp.astype(xp.asarray([1.0], dtype=xp.float32), xp.bfloat16)
+def test_bfloat16_where_the_device_has_it(xp):
+    """torch:cpu holds bfloat16; numpy:cpu refuses it with a DTypeError."""
+    x = xp.asarray([1.0, 2.5], dtype=xp.float32)
+    if not has("bfloat16"):
+        with pytest.raises(DTypeError):
+            xp.astype(x, xp.bfloat16)
+        return
+    y = xp.astype(x, xp.bfloat16) * 2
+    assert y.dtype is xp.bfloat16 and y.numpy().astype(np.float32).tolist() == [2.0, 5.0]

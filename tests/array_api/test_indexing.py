@@ -1,9 +1,11 @@
-"""__getitem__ / __setitem__, take, take_along_axis and nonzero against NumPy."""
+"""__getitem__ / __setitem__, take, take_along_axis and nonzero against NumPy, in every dtype
+the device holds (bfloat16 on torch:cpu)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from device_support import BF16, arrays, assert_equal, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -20,7 +22,7 @@ from tenferro_core.errors import (
 DTYPES = [np.dtype(n) for n in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128",
-)]
+)] + [BF16]
 INDEX_DTYPES = [np.dtype(n) for n in ("int8", "int16", "int32", "int64", "uint8", "uint64")]
 
 
@@ -28,15 +30,15 @@ def check(t, expected):
     expected = np.asarray(expected)
     assert t.shape == expected.shape
     assert t.dtype.numpy == expected.dtype
-    np.testing.assert_array_equal(t.numpy(), expected)
+    assert_equal(t.numpy(), expected)
 
 
 @st.composite
 def host_arrays(draw, max_dims=4):
-    dt = draw(st.sampled_from(DTYPES))
+    dt = draw(st.sampled_from(on_device(DTYPES)))
     nd = draw(st.sampled_from([2, 1, 3, 0, 4][:max_dims + 1]))
     lo = draw(st.sampled_from([1, 1, 0]))
-    a = draw(hnp.arrays(dt, hnp.array_shapes(min_dims=nd, max_dims=nd, min_side=lo, max_side=4)))
+    a = draw(arrays(dt, hnp.array_shapes(min_dims=nd, max_dims=nd, min_side=lo, max_side=4)))
     if a.ndim >= 2 and draw(st.booleans()):
         a = np.ascontiguousarray(a.T).T
     return a
@@ -145,7 +147,7 @@ def test_setitem_matches_numpy(xp, a, data):
         vshape = vshape if np.broadcast_shapes(vshape, target) == target else target
     else:  # repeated targets: one value for all (the winner is unspecified)
         vshape = ()
-    v = data.draw(hnp.arrays(a.dtype, vshape))
+    v = data.draw(arrays(a.dtype, vshape))
     form = data.draw(st.sampled_from(["tensor", "scalar"])) if v.ndim == 0 else "tensor"
     value = v.item() if form == "scalar" else xp.asarray(v)
     expected = a.copy()

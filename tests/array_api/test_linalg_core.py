@@ -1,9 +1,11 @@
-"""matmul, matrix_transpose, tensordot and vecdot against NumPy."""
+"""matmul, matrix_transpose, tensordot and vecdot against NumPy, in every numeric dtype the
+device holds (bfloat16 on torch:cpu, against NumPy's float32 product rounded to bfloat16)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from device_support import BF16, as_f32, elements, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -14,14 +16,16 @@ from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeErro
 NUMERIC = [np.dtype(n) for n in (
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128",
-)]
-TOL = {"f": {2: 2e-2, 4: 1e-4, 8: 1e-10}, "c": {8: 1e-4, 16: 1e-10}}
+)] + [BF16]
+TOL = {"f": {2: 2e-2, 4: 1e-4, 8: 1e-10}, "c": {8: 1e-4, 16: 1e-10}, "V": {2: 4e-2}}
 
 
 def small(dt: np.dtype, shape) -> st.SearchStrategy:
     """Small values, so integer products do not overflow and float sums stay accurate."""
     if dt.kind in "iu":
         elems = st.integers(0 if dt.kind == "u" else -3, 3)
+    elif dt == BF16:
+        elems = elements(dt, min_value=-4, max_value=4)
     elif dt.kind == "f":
         elems = st.floats(-4, 4, width=dt.itemsize * 8)
     else:
@@ -42,10 +46,17 @@ def result_dtype(a, b) -> np.dtype:
 
 
 def dtype_pairs():
-    same = st.sampled_from(NUMERIC).map(lambda d: (d, d))
+    """Pairs of the device's dtypes (drawn inside the test: the device is known there)."""
+    same = st.sampled_from(on_device(NUMERIC)).map(lambda d: (d, d))
     mixed = st.sampled_from([("int8", "uint8"), ("int16", "float32"), ("float32", "float64"),
                              ("float32", "complex64"), ("uint8", "complex128"), ("int64", "int8")])
     return st.one_of(same, mixed.map(lambda p: (np.dtype(p[0]), np.dtype(p[1]))))
+
+
+def _product(fn, a, b, rt, **kw):
+    """NumPy's product in the result dtype `rt`; bfloat16 in float32, then rounded (as torch)."""
+    work = np.float32 if rt == BF16 else rt
+    return np.asarray(fn(a.astype(rt).astype(work), b.astype(rt).astype(work), **kw)).astype(rt)
 
 
 def check_close(t, expected):
@@ -53,15 +64,16 @@ def check_close(t, expected):
     assert t.shape == expected.shape
     assert t.dtype.numpy == expected.dtype
     got = t.numpy()
-    if expected.dtype.kind in "fc":
+    if expected.dtype.kind in "fcV":
         tol = TOL[expected.dtype.kind][expected.dtype.itemsize]
-        np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * 10)
+        np.testing.assert_allclose(as_f32(got), as_f32(expected), rtol=tol, atol=tol * 10)
     else:
         np.testing.assert_array_equal(got, expected)
 
 
-@given(data=st.data(), dts=dtype_pairs())
-def test_matmul(xp, data, dts):
+@given(data=st.data())
+def test_matmul(xp, data):
+    dts = data.draw(dtype_pairs(), label="dtypes")
     batch = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=2, max_side=3))
     m, k, n = (data.draw(st.integers(0, 3)) for _ in range(3))
     vec1, vec2 = data.draw(st.booleans()), data.draw(st.booleans())
@@ -70,7 +82,7 @@ def test_matmul(xp, data, dts):
     a = data.draw(operand(s1, dts[0]))
     b = data.draw(operand(s2, dts[1]))
     rt = result_dtype(a, b)
-    expected = np.matmul(a.astype(rt), b.astype(rt))
+    expected = _product(np.matmul, a, b, rt)
     check_close(xp.matmul(xp.asarray(a), xp.asarray(b)), expected)
     check_close(xp.asarray(a) @ xp.asarray(b), expected)
 
@@ -94,7 +106,7 @@ def test_matmul_errors(xp):
 @given(data=st.data())
 def test_matrix_transpose(xp, data):
     a = data.draw(operand(hnp.array_shapes(min_dims=2, max_dims=4, min_side=0, max_side=3),
-                          data.draw(st.sampled_from(NUMERIC))))
+                          data.draw(st.sampled_from(on_device(NUMERIC)))))
     x = xp.asarray(a)
     check_close(xp.matrix_transpose(x), np.swapaxes(a, -1, -2))
     check_close(x.mT, np.swapaxes(a, -1, -2))
@@ -107,8 +119,9 @@ def test_matrix_transpose_errors(xp):
         xp.matrix_transpose(np.ones((2, 2)))
 
 
-@given(data=st.data(), dts=dtype_pairs())
-def test_tensordot(xp, data, dts):
+@given(data=st.data())
+def test_tensordot(xp, data):
+    dts = data.draw(dtype_pairs(), label="dtypes")
     shape1 = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3))
     a = data.draw(operand(shape1, dts[0]))
     if data.draw(st.booleans()):
@@ -127,7 +140,7 @@ def test_tensordot(xp, data, dts):
         b = data.draw(operand(tuple(shape2), dts[1]))
         axes = (tuple(i - a.ndim if data.draw(st.booleans()) else i for i in la), tuple(lb))
     rt = result_dtype(a, b)
-    expected = np.tensordot(a.astype(rt), b.astype(rt), axes=axes)
+    expected = _product(np.tensordot, a, b, rt, axes=axes)
     check_close(xp.tensordot(xp.asarray(a), xp.asarray(b), axes=axes), expected)
 
 
@@ -151,8 +164,9 @@ def test_tensordot_errors(xp):
     assert xp.tensordot(a, b, axes=((0, 1), (0, 1))).shape == ()
 
 
-@given(data=st.data(), dts=dtype_pairs())
-def test_vecdot(xp, data, dts):
+@given(data=st.data())
+def test_vecdot(xp, data):
+    dts = data.draw(dtype_pairs(), label="dtypes")
     shps = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=3))
     k = data.draw(st.integers(0, 3))
     d = min(len(s) for s in shps.input_shapes) + 1
@@ -161,7 +175,7 @@ def test_vecdot(xp, data, dts):
     a = data.draw(operand(s1, dts[0]))
     b = data.draw(operand(s2, dts[1]))
     rt = result_dtype(a, b)
-    expected = np.vecdot(a.astype(rt), b.astype(rt), axis=axis)
+    expected = _product(np.vecdot, a, b, rt, axis=axis)
     check_close(xp.vecdot(xp.asarray(a), xp.asarray(b), axis=axis), expected)
 
 

@@ -1,9 +1,11 @@
-"""Manipulation functions against NumPy on generated inputs."""
+"""Manipulation functions against NumPy on generated inputs, in every dtype the device holds
+(bfloat16 on torch:cpu)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from device_support import BF16, arrays, assert_equal, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -13,16 +15,16 @@ from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeErro
 DTYPES = [np.dtype(n) for n in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128",
-)]
+)] + [BF16]
 shapes = hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4)
 
 
 @st.composite
 def host_arrays(draw, shape=shapes, dtype=None):
     """A NumPy array, sometimes a non-contiguous view (transposed or strided)."""
-    dt = draw(st.sampled_from(DTYPES)) if dtype is None else dtype
+    dt = draw(st.sampled_from(on_device(DTYPES))) if dtype is None else dtype
     shp = draw(shape) if isinstance(shape, st.SearchStrategy) else shape
-    a = draw(hnp.arrays(dt, shp))
+    a = draw(arrays(dt, shp))
     layout = draw(st.sampled_from(["c", "T", "strided"]))
     if layout == "T" and a.ndim:
         a = np.ascontiguousarray(a.T).T
@@ -35,7 +37,7 @@ def check(t, expected):
     expected = np.asarray(expected)
     assert t.shape == expected.shape
     assert t.dtype.numpy == expected.dtype
-    np.testing.assert_array_equal(t.numpy(), expected)
+    assert_equal(t.numpy(), expected)
 
 
 @given(a=host_arrays(), data=st.data())
@@ -70,7 +72,7 @@ def test_broadcast_errors(xp):
 @given(data=st.data(), n=st.integers(1, 3))
 def test_concat(xp, data, n):
     shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=3))
-    dt = data.draw(st.sampled_from(DTYPES))
+    dt = data.draw(st.sampled_from(on_device(DTYPES)))
     ax = data.draw(st.integers(-len(shape), len(shape) - 1))
     arrs = []
     for _ in range(n):
@@ -105,7 +107,7 @@ def test_concat_promotes_and_errors(xp):
 @given(data=st.data(), n=st.integers(1, 3))
 def test_stack_unstack(xp, data, n):
     shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3))
-    dt = data.draw(st.sampled_from(DTYPES))
+    dt = data.draw(st.sampled_from(on_device(DTYPES)))
     arrs = [data.draw(host_arrays(shape=shape, dtype=dt)) for _ in range(n)]
     ax = data.draw(st.integers(-len(shape) - 1, len(shape)))
     stacked = xp.stack([xp.asarray(a) for a in arrs], axis=ax)

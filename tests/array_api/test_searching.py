@@ -1,10 +1,12 @@
-"""argmax, argmin, count_nonzero, searchsorted and where against NumPy."""
+"""argmax, argmin, count_nonzero, searchsorted and where against NumPy, in every dtype the
+device holds (bfloat16 on torch:cpu)."""
 
 from __future__ import annotations
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from device_support import BF16, as_f32, assert_equal, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,13 +14,13 @@ from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeError
 
 REAL = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-        np.uint64, np.float16, np.float32, np.float64]
+        np.uint64, np.float16, BF16, np.float32, np.float64]
 ALL = REAL + [np.complex64, np.complex128]
 
 
 def _elements(dtype, nan=True):
     dt = np.dtype(dtype)
-    if dt.kind == "f":  # few values: ties, signed zeros, infinities, NaN
+    if dt.kind == "f" or dt == BF16:  # few values: ties, signed zeros, infinities, NaN
         pool = [-3.0, -0.0, 0.0, 1.0, 2.5, np.inf, -np.inf] + ([np.nan] if nan else [])
         return st.sampled_from(pool).map(dt.type)
     if dt.kind == "c":
@@ -110,13 +112,13 @@ def test_searchsorted_matches_numpy(xp, dtype, data):
     side = data.draw(st.sampled_from(["left", "right"]))
     use_sorter = data.draw(st.booleans())
     if use_sorter:
-        sorter = np.argsort(raw, kind="stable")
+        sorter = np.argsort(as_f32(raw), kind="stable")
         got = xp.searchsorted(xp.asarray(raw), xp.asarray(v), side=side, sorter=xp.asarray(sorter))
-        want = np.searchsorted(raw, v, side=side, sorter=sorter)
+        want = np.searchsorted(as_f32(raw), as_f32(v), side=side, sorter=sorter)
     else:
-        s = np.sort(raw)
+        s = np.sort(as_f32(raw)).astype(raw.dtype)
         got = xp.searchsorted(xp.asarray(s), xp.asarray(v), side=side)
-        want = np.searchsorted(s, v, side=side)
+        want = np.searchsorted(as_f32(s), as_f32(v), side=side)
     assert got.dtype is xp.int64
     assert got.shape == v.shape
     np.testing.assert_array_equal(np.asarray(got), want)
@@ -165,7 +167,7 @@ def test_where_broadcasts_and_promotes(xp, dtype, data):
     cshape, s1, s2 = shapes.input_shapes
     cond = data.draw(arrays(np.bool_, shape=cshape))
     a1 = data.draw(arrays(dtype, shape=s1))
-    other = data.draw(st.sampled_from(ALL))
+    other = data.draw(st.sampled_from(on_device(ALL)))
     x2 = data.draw(arrays(other, shape=s2) | SCALARS)
     swap = data.draw(st.booleans())
     d1 = D.from_numpy(a1.dtype)
@@ -184,7 +186,7 @@ def test_where_broadcasts_and_promotes(xp, dtype, data):
     b2 = x2.astype(npd) if isinstance(x2, np.ndarray) else np.asarray(x2).astype(npd)
     want = np.where(cond, b2, b1) if swap else np.where(cond, b1, b2)
     assert got.shape == want.shape
-    np.testing.assert_array_equal(np.asarray(got), want)
+    assert_equal(np.asarray(got), want)
 
 
 def test_where_condition_truthiness_and_errors(xp):

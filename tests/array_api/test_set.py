@@ -1,22 +1,24 @@
-"""unique_all / unique_counts / unique_inverse / unique_values against NumPy."""
+"""unique_all / unique_counts / unique_inverse / unique_values against NumPy, in every dtype
+the device holds (bfloat16 on torch:cpu, against NumPy's float32 results)."""
 
 from __future__ import annotations
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from device_support import BF16, as_f32, assert_equal
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tenferro_core.errors import ArgumentError
 
 ALL = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-       np.float16, np.float32, np.float64, np.complex64, np.complex128]
+       np.float16, BF16, np.float32, np.float64, np.complex64, np.complex128]
 
 
 def _elements(dtype):
     dt = np.dtype(dtype)
-    if dt.kind == "f":  # few values: many duplicates, signed zeros, several NaNs
+    if dt.kind == "f" or dt == BF16:  # few values: many duplicates, signed zeros, several NaNs
         return st.sampled_from([-1.5, -0.0, 0.0, 2.0, 7.0, np.inf, np.nan]).map(dt.type)
     if dt.kind == "c":
         return st.sampled_from([0j, 1j, -1j, 1 + 1j, 1 - 1j, 2.0 + 0j]).map(dt.type)
@@ -38,15 +40,15 @@ def arrays(draw, dtype):
 def _eq(got, want):
     got = np.asarray(got)
     assert got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
+    assert_equal(got, np.asarray(want).astype(got.dtype))
 
 
 @pytest.mark.parametrize("dtype", ALL, ids=lambda d: np.dtype(d).name)
 @given(data=st.data())
 def test_unique_matches_numpy(xp, dtype, data):
     a = data.draw(arrays(dtype))
-    vals, idx, inv, cnt = np.unique(a, return_index=True, return_inverse=True, return_counts=True,
-                                    equal_nan=False)
+    vals, idx, inv, cnt = np.unique(as_f32(a), return_index=True, return_inverse=True,
+                                    return_counts=True, equal_nan=False)
     inv = inv.reshape(a.shape)
     x = xp.asarray(a)
     res = xp.unique_all(x)

@@ -9,6 +9,7 @@ import pickle
 
 import numpy as np
 import pytest
+from device_support import current
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -16,14 +17,6 @@ from hypothesis.extra import numpy as hnp
 import tenferro_runtime as tr
 from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError, TenferroError
-
-DEVICES = ["numpy:cpu", "torch:cpu"]
-
-
-def _device(name):
-    if name.startswith("torch"):
-        pytest.importorskip("tenferro_torch")
-    return tr.default_device(name)
 
 
 # ---- 1. the 2025.12 surface ------------------------------------------------------------
@@ -89,33 +82,30 @@ def test_isin_floats_match_numpy(xp, a, b):
     np.testing.assert_array_equal(xp.isin(xp.asarray(a), xp.asarray(b)).numpy(), np.isin(a, b))
 
 
-@pytest.mark.parametrize("dev", DEVICES)
-def test_isin_scalars_promotion_and_complex(xp, dev):
-    with _device(dev):
-        b = xp.asarray([2, 3], dtype=xp.int8)
-        r = xp.isin(3, b)
-        assert r.shape == () and bool(r)
-        assert xp.isin(xp.asarray([1, 3]), 3).numpy().tolist() == [False, True]
-        assert xp.isin(xp.asarray([1.0, 2.5]), b).numpy().tolist() == [False, False]
-        c = xp.asarray([1 + 1j, 2 + 0j, 3j])
-        assert xp.isin(c, xp.asarray([2.0, 3j])).numpy().tolist() == [False, True, True]
-        assert xp.isin(c, xp.asarray([2.0]), invert=True).numpy().tolist() == [True, False, True]
-        with pytest.raises(ArgumentError):
-            xp.isin(1, 2)
-        with pytest.raises(ArgumentError):
-            xp.isin(b, b, invert=1)
+def test_isin_scalars_promotion_and_complex(xp):
+    b = xp.asarray([2, 3], dtype=xp.int8)
+    r = xp.isin(3, b)
+    assert r.shape == () and bool(r)
+    assert xp.isin(xp.asarray([1, 3]), 3).numpy().tolist() == [False, True]
+    assert xp.isin(xp.asarray([1.0, 2.5]), b).numpy().tolist() == [False, False]
+    c = xp.asarray([1 + 1j, 2 + 0j, 3j])
+    assert xp.isin(c, xp.asarray([2.0, 3j])).numpy().tolist() == [False, True, True]
+    assert xp.isin(c, xp.asarray([2.0]), invert=True).numpy().tolist() == [True, False, True]
+    with pytest.raises(ArgumentError):
+        xp.isin(1, 2)
+    with pytest.raises(ArgumentError):
+        xp.isin(b, b, invert=1)
 
 
 # ---- 2. asarray: empty sequences, byte order ---------------------------------------------
-@pytest.mark.parametrize("dev", DEVICES)
 @pytest.mark.parametrize("dtype", ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
                                    "uint32", "uint64", "float32", "float64", "complex64"])
 @pytest.mark.parametrize("data", [[], [[]], [[], []]])
-def test_asarray_empty_sequence_any_dtype(xp, dev, dtype, data):
-    with _device(dev) as device:
-        if not device.supports(getattr(xp, dtype)):
-            pytest.skip(f"{dev} has no {dtype}")
-        t = xp.asarray(data, dtype=getattr(xp, dtype))
+def test_asarray_empty_sequence_any_dtype(xp, dtype, data):
+    device = tr.default_runtime().default_device()
+    if not device.supports(getattr(xp, dtype)):
+        pytest.skip(f"{device} has no {dtype}")
+    t = xp.asarray(data, dtype=getattr(xp, dtype))
     assert t.dtype is getattr(xp, dtype) and t.shape == np.asarray(data).shape
 
 
@@ -135,26 +125,25 @@ def test_asarray_nonempty_still_refuses_lossy(xp):
         xp.asarray([1.0], dtype=xp.bool)
 
 
-@pytest.mark.parametrize("dev", DEVICES)
 @pytest.mark.parametrize("npdtype", [">f4", ">f8", ">i2", ">i4", ">i8", ">u2", ">u8", ">c8", ">c16",
                                      "<f4", "=i4"])
-def test_asarray_non_native_byte_order(xp, dev, npdtype):
+def test_asarray_non_native_byte_order(xp, npdtype):
     host = (np.arange(6).reshape(2, 3) - 2).astype(npdtype) if "u" not in npdtype else \
         np.arange(6).reshape(2, 3).astype(npdtype)
-    with _device(dev) as device:
-        if not device.supports(D.from_numpy(np.dtype(npdtype).newbyteorder("="))):
-            pytest.skip(f"{dev} has no {npdtype}")
-        t = xp.asarray(host)
-        assert t.dtype.name == np.dtype(npdtype).newbyteorder("=").name
-        np.testing.assert_array_equal(t.numpy(), host)
-        if "c" in npdtype:  # a lossy conversion is refused, as for Python data
-            with pytest.raises(DTypeError, match="imaginary part"):
-                xp.asarray(host, dtype=xp.float64)
-        else:
-            t2 = xp.asarray(host, dtype=xp.float64)
-            np.testing.assert_array_equal(t2.numpy(), host.astype(np.float64))
-        t3 = xp.asarray([host[0], host[1]])
-        np.testing.assert_array_equal(t3.numpy(), host)
+    device = tr.default_runtime().default_device()
+    if not device.supports(D.from_numpy(np.dtype(npdtype).newbyteorder("="))):
+        pytest.skip(f"{device} has no {npdtype}")
+    t = xp.asarray(host)
+    assert t.dtype.name == np.dtype(npdtype).newbyteorder("=").name
+    np.testing.assert_array_equal(t.numpy(), host)
+    if "c" in npdtype:  # a lossy conversion is refused, as for Python data
+        with pytest.raises(DTypeError, match="imaginary part"):
+            xp.asarray(host, dtype=xp.float64)
+    else:
+        t2 = xp.asarray(host, dtype=xp.float64)
+        np.testing.assert_array_equal(t2.numpy(), host.astype(np.float64))
+    t3 = xp.asarray([host[0], host[1]])
+    np.testing.assert_array_equal(t3.numpy(), host)
     np.testing.assert_array_equal(xp.asarray(np.eye(2, dtype=">f4")).numpy(), np.eye(2))
     assert xp.asarray(np.eye(2, dtype=">f4")).dtype is xp.float32
 
@@ -169,13 +158,11 @@ STANDARD = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint3
             "float32", "float64", "complex64", "complex128"}
 
 
-@pytest.mark.parametrize("dev", DEVICES)
 @pytest.mark.parametrize("kind", [None, "bool", "signed integer", "unsigned integer", "integral",
                                   "real floating", "complex floating", "numeric",
                                   ("bool", "real floating")])
-def test_info_dtypes_standard_only(xp, dev, kind):
-    if dev.startswith("torch"):
-        pytest.importorskip("tenferro_torch")
+def test_info_dtypes_standard_only(xp, kind):
+    dev = current()
     info = xp.__array_namespace_info__()
     got = info.dtypes(device=dev, kind=kind)
     assert set(got) <= STANDARD and "float16" not in got and "bfloat16" not in got
@@ -189,72 +176,65 @@ def test_info_dtypes_standard_only(xp, dev, kind):
 
 
 # ---- 4. boolean masks with a zero-size dimension -------------------------------------
-@pytest.mark.parametrize("dev", DEVICES)
 @pytest.mark.parametrize("xshape,mshape,lead", [
     ((0,), (0,), 0), ((2, 0), (2, 0), 0), ((0, 3), (0, 3), 0), ((2, 0, 3), (2, 0), 0),
     ((2, 0, 3), (0,), 1), ((3, 0), (0,), 1), ((0, 2, 2), (0, 2), 0),
 ])
-def test_zero_size_masks(xp, dev, xshape, mshape, lead):
+def test_zero_size_masks(xp, xshape, mshape, lead):
     host = np.arange(int(np.prod(xshape)), dtype=np.float64).reshape(xshape)
     mask = np.zeros(mshape, dtype=bool)
     key_np = (slice(None),) * lead + (mask,)
-    with _device(dev):
-        x = xp.asarray(host)
-        for m in (xp.asarray(mask), mask):
-            key = (slice(None),) * lead + (m,)
-            got = x[key]
-            assert got.shape == host[key_np].shape
-            y = xp.asarray(host)
-            y[key] = 1.0
-            np.testing.assert_array_equal(y.numpy(), host)
-        if lead == 0:
-            y = xp.asarray(host)
-            y[xp.asarray(mask)] = xp.zeros(host[key_np].shape)
-            np.testing.assert_array_equal(y.numpy(), host)
-        from tenferro_core.errors import TenferroIndexError
+    x = xp.asarray(host)
+    for m in (xp.asarray(mask), mask):
+        key = (slice(None),) * lead + (m,)
+        got = x[key]
+        assert got.shape == host[key_np].shape
+        y = xp.asarray(host)
+        y[key] = 1.0
+        np.testing.assert_array_equal(y.numpy(), host)
+    if lead == 0:
+        y = xp.asarray(host)
+        y[xp.asarray(mask)] = xp.zeros(host[key_np].shape)
+        np.testing.assert_array_equal(y.numpy(), host)
+    from tenferro_core.errors import TenferroIndexError
 
-        with pytest.raises(TenferroIndexError):
-            xp.asarray(np.zeros((3,)))[xp.asarray(np.zeros((0,), dtype=bool))]
+    with pytest.raises(TenferroIndexError):
+        xp.asarray(np.zeros((3,)))[xp.asarray(np.zeros((0,), dtype=bool))]
 
 
 # ---- 5. item, tolist, format ---------------------------------------------------------
-@pytest.mark.parametrize("dev", DEVICES)
-def test_item_and_tolist(xp, dev):
-    with _device(dev):
-        for value, dtype, typ in [(2.5, xp.float32, float), (3, xp.int16, int), (True, xp.bool, bool),
-                                  (1 + 2j, xp.complex64, complex), (7, xp.uint8, int)]:
-            t = xp.asarray(value, dtype=dtype)
-            assert type(t.item()) is typ and t.item() == value
-            assert type(xp.reshape(t, (1, 1)).item()) is typ
-            assert type(t.tolist()) is typ
-        x = xp.asarray([[1, 2], [3, 4]])
-        assert x.tolist() == [[1, 2], [3, 4]] and type(x.tolist()[0][0]) is int
-        assert xp.zeros((2, 0)).tolist() == [[], []]
-        with pytest.raises(ShapeError, match="exactly one element"):
-            x.item()
-        with pytest.raises(ShapeError):
-            xp.zeros((0,)).item()
+def test_item_and_tolist(xp):
+    for value, dtype, typ in [(2.5, xp.float32, float), (3, xp.int16, int), (True, xp.bool, bool),
+                              (1 + 2j, xp.complex64, complex), (7, xp.uint8, int)]:
+        t = xp.asarray(value, dtype=dtype)
+        assert type(t.item()) is typ and t.item() == value
+        assert type(xp.reshape(t, (1, 1)).item()) is typ
+        assert type(t.tolist()) is typ
+    x = xp.asarray([[1, 2], [3, 4]])
+    assert x.tolist() == [[1, 2], [3, 4]] and type(x.tolist()[0][0]) is int
+    assert xp.zeros((2, 0)).tolist() == [[], []]
+    with pytest.raises(ShapeError, match="exactly one element"):
+        x.item()
+    with pytest.raises(ShapeError):
+        xp.zeros((0,)).item()
 
 
-@pytest.mark.parametrize("dev", DEVICES)
-def test_numpy_views_are_read_only_so_tensors_stay_immutable(xp, dev):
-    with _device(dev):
-        x = xp.asarray(np.arange(3.0))
-        view = x.numpy()
-        with pytest.raises(ValueError, match="read-only"):
-            view[0] = 100.0
-        mine = np.array(x)  # a copy the user owns
-        mine[0] = 100.0
-        np.testing.assert_array_equal(x.numpy(), [0.0, 1.0, 2.0])
-        assert np.asarray(x, dtype=np.float32).flags.writeable  # a conversion is a new array
+def test_numpy_views_are_read_only_so_tensors_stay_immutable(xp):
+    x = xp.asarray(np.arange(3.0))
+    view = x.numpy()
+    with pytest.raises(ValueError, match="read-only"):
+        view[0] = 100.0
+    mine = np.array(x)  # a copy the user owns
+    mine[0] = 100.0
+    np.testing.assert_array_equal(x.numpy(), [0.0, 1.0, 2.0])
+    assert np.asarray(x, dtype=np.float32).flags.writeable  # a conversion is a new array
 
 
+@pytest.mark.devices("torch:cpu")  # numpy:cpu holds no bfloat16
 def test_item_bfloat16_on_torch(xp):
-    pytest.importorskip("tenferro_torch")
-    with tr.default_device("torch:cpu"):
-        t = xp.asarray([1.5, -2.0], dtype=xp.bfloat16)
-        assert type(t[0].item()) is float and t[0].item() == 1.5
-        assert t.tolist() == [1.5, -2.0] and all(type(v) is float for v in t.tolist())
+    t = xp.asarray([1.5, -2.0], dtype=xp.bfloat16)
+    assert type(t[0].item()) is float and t[0].item() == 1.5
+    assert t.tolist() == [1.5, -2.0] and all(type(v) is float for v in t.tolist())
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True, width=64),
@@ -264,19 +244,17 @@ def test_format_0d_like_python_scalar(xp, v, spec):
     assert f"{t:{spec}}" == (format(v, spec) if spec else str(np.float64(v)))
 
 
-@pytest.mark.parametrize("dev", DEVICES)
-def test_format(xp, dev):
-    with _device(dev):
-        loss = xp.asarray(0.123456, dtype=xp.float32)
-        assert f"{loss:.4f}" == "0.1235"
-        assert f"{xp.asarray(7):>4d}" == "   7" and f"{xp.asarray(True)}" == "True"
-        assert f"{xp.asarray(1 + 2j):.1f}" == "1.0+2.0j"
-        x = xp.asarray([1.0, 2.0])
-        assert f"{x}" == str(x)
-        with pytest.raises(TypeError, match="0-d"):
-            f"{x:.4f}"
-        with pytest.raises(TypeError):
-            f"{xp.asarray([1.0]):.2f}"
+def test_format(xp):
+    loss = xp.asarray(0.123456, dtype=xp.float32)
+    assert f"{loss:.4f}" == "0.1235"
+    assert f"{xp.asarray(7):>4d}" == "   7" and f"{xp.asarray(True)}" == "True"
+    assert f"{xp.asarray(1 + 2j):.1f}" == "1.0+2.0j"
+    x = xp.asarray([1.0, 2.0])
+    assert f"{x}" == str(x)
+    with pytest.raises(TypeError, match="0-d"):
+        f"{x:.4f}"
+    with pytest.raises(TypeError):
+        f"{xp.asarray([1.0]):.2f}"
 
 
 # ---- 6. pickling ---------------------------------------------------------------------
@@ -295,26 +273,24 @@ SPECIAL = [0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, 1e-30, 65504.0]
 
 
 @pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
-@pytest.mark.parametrize("dev", DEVICES)
-def test_pickle_every_dtype_every_protocol(xp, dev, protocol):
-    with _device(dev):
-        dtypes = [d for d in D.ALL_DTYPES if tr.default_runtime().default_device().supports(d)]
-        if dev.startswith("torch"):
-            assert D.bfloat16 in dtypes
-        for d in dtypes:
-            if d.kind == "b":
-                t = xp.asarray([[True, False], [False, True]])
-            elif d.kind in "iu":
-                info = np.iinfo(d.numpy)
-                t = xp.asarray([info.min, 0, 1, info.max], dtype=d)
-            elif d.kind == "f":
-                t = xp.asarray(SPECIAL, dtype=xp.float64)
-                t = xp.astype(t, d)
-            else:
-                t = xp.asarray([complex(a, b) for a, b in zip(SPECIAL, SPECIAL[::-1])], dtype=d)
-            _check_roundtrip(xp, t, protocol)
-            _check_roundtrip(xp, xp.asarray(t[0]), protocol)  # 0-d
-            _check_roundtrip(xp, xp.zeros((0, 3), dtype=d), protocol)
+def test_pickle_every_dtype_every_protocol(xp, protocol):
+    dtypes = [d for d in D.ALL_DTYPES if tr.default_runtime().default_device().supports(d)]
+    if current().startswith("torch"):
+        assert D.bfloat16 in dtypes
+    for d in dtypes:
+        if d.kind == "b":
+            t = xp.asarray([[True, False], [False, True]])
+        elif d.kind in "iu":
+            info = np.iinfo(d.numpy)
+            t = xp.asarray([info.min, 0, 1, info.max], dtype=d)
+        elif d.kind == "f":
+            t = xp.asarray(SPECIAL, dtype=xp.float64)
+            t = xp.astype(t, d)
+        else:
+            t = xp.asarray([complex(a, b) for a, b in zip(SPECIAL, SPECIAL[::-1])], dtype=d)
+        _check_roundtrip(xp, t, protocol)
+        _check_roundtrip(xp, xp.asarray(t[0]), protocol)  # 0-d
+        _check_roundtrip(xp, xp.zeros((0, 3), dtype=d), protocol)
 
 
 @given(hnp.arrays(hnp.floating_dtypes(sizes=(32, 64)), hnp.array_shapes(min_dims=0, max_dims=3, max_side=3)),

@@ -1,4 +1,5 @@
-"""Statistical functions against NumPy: sum, prod, max, min, mean, var, std, cumulative scans."""
+"""Statistical functions against NumPy: sum, prod, max, min, mean, var, std, cumulative scans,
+in every dtype the device holds (bfloat16 on torch:cpu)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import warnings
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from device_support import BF16, as_f32, assert_equal, elements
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,7 +17,7 @@ from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeErro
 BOOL = [np.bool_]
 SIGNED = [np.int8, np.int16, np.int32, np.int64]
 UNSIGNED = [np.uint8, np.uint16, np.uint32, np.uint64]
-FLOAT = [np.float16, np.float32, np.float64]
+FLOAT = [np.float16, BF16, np.float32, np.float64]
 COMPLEX = [np.complex64, np.complex128]
 REAL = BOOL + SIGNED + UNSIGNED + FLOAT
 NUMERIC = SIGNED + UNSIGNED + FLOAT + COMPLEX
@@ -24,9 +26,9 @@ ALL = BOOL + NUMERIC
 
 def _elements(dtype, *, bound=10.0, nan=False):
     dt = np.dtype(dtype)
-    if dt.kind == "f":
-        return hnp.from_dtype(dt, min_value=-bound, max_value=bound, allow_nan=False,
-                              allow_subnormal=False) | (st.just(np.nan) if nan else st.nothing())
+    if dt.kind == "f" or dt == BF16:
+        return elements(dt, min_value=-bound, max_value=bound, allow_nan=False,
+                        allow_subnormal=False) | (st.just(dt.type(np.nan)) if nan else st.nothing())
     if dt.kind == "c":
         return hnp.from_dtype(dt, max_magnitude=bound, allow_nan=False, allow_infinity=False,
                               allow_subnormal=False)
@@ -56,11 +58,13 @@ def axis_args(draw, ndim):
 
 def _tol(dtype):
     kind = np.dtype(dtype)
+    if kind == BF16:
+        return 8e-2
     return {2: 2e-2, 4: 2e-5, 8: 1e-12}[kind.itemsize if kind.kind != "c" else kind.itemsize // 2]
 
 
 def _close(got, want, dtype, *, scale=1.0):
-    got_np = np.asarray(got)
+    got_np = as_f32(np.asarray(got))
     assert got_np.shape == np.shape(want)
     tol = _tol(dtype)
     np.testing.assert_allclose(got_np, want, rtol=tol, atol=tol * scale, equal_nan=True)
@@ -98,7 +102,8 @@ def test_sum_prod_match_numpy(xp, dtype, data):
         else:  # ... and relatively with the number of factors
             with np.errstate(over="ignore"):
                 want = exact.astype(acc)
-            np.testing.assert_allclose(np.asarray(got), want, rtol=tol * (1 + a.size / 8), atol=tol)
+            np.testing.assert_allclose(as_f32(np.asarray(got)), as_f32(want), rtol=tol * (1 + a.size / 8),
+                                       atol=tol)
 
 
 @pytest.mark.parametrize(("dtype", "out"), [
@@ -151,7 +156,7 @@ def test_max_min_match_numpy(xp, dtype, data):
     for fn, ref in ((xp.max, np.max), (xp.min, np.min)):
         got = fn(x, axis=axis, keepdims=keep)
         assert got.dtype.name == a.dtype.name
-        np.testing.assert_array_equal(np.asarray(got), ref(a, axis=axis, keepdims=keep))
+        assert_equal(np.asarray(got), ref(as_f32(a), axis=axis, keepdims=keep).astype(a.dtype))
 
 
 def test_max_min_propagate_nan(xp):

@@ -1,10 +1,11 @@
-"""all, any and diff against NumPy."""
+"""all, any and diff against NumPy, in every dtype the device holds (bfloat16 on torch:cpu)."""
 
 from __future__ import annotations
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from device_support import BF16, assert_equal
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,12 +13,12 @@ from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeError
 
 ALL = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-       np.float16, np.float32, np.float64, np.complex64, np.complex128]
+       np.float16, BF16, np.float32, np.float64, np.complex64, np.complex128]
 
 
 def _elements(dtype):
     dt = np.dtype(dtype)
-    if dt.kind == "f":
+    if dt.kind == "f" or dt == BF16:
         return st.sampled_from([0.0, -0.0, 1.0, -2.5, np.nan, np.inf]).map(dt.type)
     if dt.kind == "c":
         return st.sampled_from([0j, 1j, 2.0 + 0j, complex(np.nan, 0), -1 - 1j]).map(dt.type)
@@ -82,7 +83,7 @@ def test_diff_matches_numpy(xp, dtype, data):
                   prepend=None if prepend is None else xp.asarray(prepend),
                   append=None if append is None else xp.asarray(append))
     assert got.dtype.name == a.dtype.name
-    np.testing.assert_array_equal(np.asarray(got), _np_diff(a, axis, n, prepend, append))
+    assert_equal(np.asarray(got), _np_diff(a, axis, n, prepend, append))
 
 
 @pytest.mark.parametrize(("dtype", "scalar"), [

@@ -20,9 +20,9 @@ from tenferro_core.errors import ArgumentError, DeviceError, DTypeError
 
 from .discovery import cuda_device_count
 
-UNSUPPORTED = frozenset({D.uint16, D.uint32, D.uint64})
-"""torch 2.13 stores these but has no arithmetic, comparison or reduction kernels for them."""
-SUPPORTED = frozenset(D.ALL_DTYPES) - UNSUPPORTED
+SUPPORTED = frozenset(D.ALL_DTYPES)
+"""Every dtype: uint16/uint32/uint64, which torch stores but mostly cannot compute on, run
+through emulating kernels (`tenferro_torch.ops.unsigned`)."""
 
 
 def _torch() -> Any:

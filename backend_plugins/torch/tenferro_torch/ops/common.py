@@ -11,9 +11,10 @@ from tenferro_core import dtypes as D
 
 TO_TORCH: dict[D.DType, torch.dtype] = {
     D.bool_: torch.bool, D.int8: torch.int8, D.int16: torch.int16, D.int32: torch.int32,
-    D.int64: torch.int64, D.uint8: torch.uint8, D.float16: torch.float16,
-    D.bfloat16: torch.bfloat16, D.float32: torch.float32, D.float64: torch.float64,
-    D.complex64: torch.complex64, D.complex128: torch.complex128,
+    D.int64: torch.int64, D.uint8: torch.uint8, D.uint16: torch.uint16, D.uint32: torch.uint32,
+    D.uint64: torch.uint64, D.float16: torch.float16, D.bfloat16: torch.bfloat16,
+    D.float32: torch.float32, D.float64: torch.float64, D.complex64: torch.complex64,
+    D.complex128: torch.complex128,
 }
 FROM_TORCH: dict[torch.dtype, D.DType] = {v: k for k, v in TO_TORCH.items()}
 KIND: dict[torch.dtype, str] = {v: k.kind for k, v in TO_TORCH.items()}

@@ -9,7 +9,12 @@ differ from torch at documented special points and are written out:
 * integer ``pow`` with a negative exponent is 1, +-1 or 0 (torch raises);
 * shifts by a count outside ``[0, bits)`` give 0, or -1 for negative signed operands;
 * ``conj`` is ``conj_physical``: torch's lazy conjugate bit cannot be exported through
-  DLPack or NumPy.
+  DLPack or NumPy;
+* complex ``add``, ``sub`` and ``neg`` work on the (re, im) pairs: torch's CPU kernels
+  compute ``x + 1 * y`` (``(0+0j) + (0+infj)`` is NaN) and ``0 - x`` (``-(0j)`` is +0);
+* float ``rem`` is exact where ``x / y`` overflows (torch's CPU fmod gives NaN there).
+
+uint16/uint32/uint64 kernels are in `unsigned`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,30 @@ def _float_sign(x):
     return torch.where(torch.isnan(x), x, torch.sign(x))
 
 
+def _pairs(fn):
+    """A complex kernel computed on the (re, im) float pairs."""
+
+    def kernel(*xs):
+        return torch.view_as_complex(fn(*(torch.view_as_real(x) for x in xs)).contiguous())
+
+    return kernel
+
+
+_HUGE = 2.0**1000
+
+
+def _float_rem(x, y):
+    """C fmod, exactly. On the CPU, float32 is computed in float64 (where x / y cannot
+    overflow); float64 first reduces x modulo |y| * 2**2000, then |y| * 2**1000: multiples
+    of y, so the remainder is unchanged, and inf where they overflow (fmod(x, inf) is x)."""
+    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
+        return torch.fmod(x, y)
+    if x.dtype is torch.float32:
+        return torch.fmod(x.to(torch.float64), y.to(torch.float64)).to(torch.float32)
+    big = torch.abs(y) * _HUGE
+    return torch.fmod(torch.fmod(torch.fmod(x, big * _HUGE), big), y)
+
+
 def _signed_div(x, y):
     special = (y == 0) | (y == -1)
     q = torch.div(x, torch.where(special, 1, y), rounding_mode="trunc")
@@ -30,12 +59,12 @@ def _signed_div(x, y):
     return torch.where(y == 0, 0, q)
 
 
-def _unsigned_div(x, y):
+def unsigned_div(x, y):
     zero = y == 0
     return torch.where(zero, 0, torch.div(x, torch.where(zero, 1, y), rounding_mode="trunc"))
 
 
-def _int_rem(x, y):
+def int_rem(x, y):
     """C fmod; a divisor of 0 or -1 gives 0, as does fmod by 1."""
     special = (y == 0) | (y == -1) if x.dtype.is_signed else (y == 0)
     return torch.fmod(x, torch.where(special, 1, y))
@@ -76,7 +105,7 @@ def _rounding(fn):
 
 
 KERNELS = {
-    "neg": torch.neg, "abs": torch.abs,
+    "neg": by_kind(iuf=torch.neg, c=_pairs(torch.neg)), "abs": torch.abs,
     "sign": by_kind(iu=torch.sign, f=_float_sign, c=torch.sgn),
     "conj": by_kind(iuf=same, c=torch.conj_physical),
     "real": by_kind(iuf=same, c=torch.real),
@@ -90,9 +119,10 @@ KERNELS = {
     "trunc": _rounding(torch.trunc),
     "isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite,
     "logical_not": torch.logical_not, "bitwise_not": torch.bitwise_not,
-    "add": torch.add, "sub": torch.sub, "mul": torch.mul,
-    "div": by_kind(fc=torch.div, i=_signed_div, u=_unsigned_div),
-    "rem": by_kind(f=torch.fmod, iu=_int_rem),
+    "add": by_kind(iuf=torch.add, c=_pairs(torch.add)),
+    "sub": by_kind(iuf=torch.sub, c=_pairs(torch.sub)), "mul": torch.mul,
+    "div": by_kind(fc=torch.div, i=_signed_div, u=unsigned_div),
+    "rem": by_kind(f=_float_rem, iu=int_rem),
     "pow": by_kind(f=torch.pow, c=_complex_pow, u=torch.pow, i=_signed_pow),
     "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
     "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
