@@ -19,6 +19,7 @@ import platform
 import time
 
 import numpy as np
+from compile import interleaved_all
 from eager_overhead import cpu_name  # noqa: I001  (same folder)
 from train import BATCH, WIDTHS, data, tf_compiled, torch_compiled, torch_eager
 
@@ -29,19 +30,6 @@ def first_call(run) -> tuple[float, float]:
     loss = run()
     seconds = time.perf_counter() - t0
     return seconds, float(loss.detach() if hasattr(loss, "detach") else loss)  # torch's needs detach
-
-
-def interleaved_all(fns: dict, rounds: int = 15, number: int = 10) -> dict:
-    """Best per-call time of each function, measured in alternating rounds (bench/compile.py's
-    `interleaved` for any number of functions)."""
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - t0) / number)
-    return best
 
 
 def cpu_benchmarks(torch) -> None:

@@ -169,21 +169,24 @@ def main() -> None:
           f"{(1 - with_plan / without_plan) * 100:.0f}% lower (goal >= 30%)")
 
 
-def interleaved(a, b, rounds: int = 40, number: int = 100) -> tuple[float, float]:
-    """Best per-call times of `a` and `b`, measured in alternating rounds (so both see the
-    same machine): their difference is the overhead of `a` over `b`."""
-    best_a = best_b = float("inf")
+def interleaved_all(fns: dict, rounds: int = 15, number: int = 10) -> dict:
+    """Best per-call time of each function, measured in alternating rounds (so all see the
+    same machine)."""
+    best = dict.fromkeys(fns, float("inf"))
     for _ in range(rounds):
-        for fn, which in ((a, 0), (b, 1)):
+        for name, fn in fns.items():
             t0 = time.perf_counter()
             for _ in range(number):
                 fn()
-            t = (time.perf_counter() - t0) / number
-            if which == 0:
-                best_a = min(best_a, t)
-            else:
-                best_b = min(best_b, t)
-    return best_a, best_b
+            best[name] = min(best[name], (time.perf_counter() - t0) / number)
+    return best
+
+
+def interleaved(a, b, rounds: int = 40, number: int = 100) -> tuple[float, float]:
+    """Best per-call times of `a` and `b`, measured in alternating rounds: their difference
+    is the overhead of `a` over `b`."""
+    best = interleaved_all({0: a, 1: b}, rounds, number)
+    return best[0], best[1]
 
 
 if __name__ == "__main__":
