@@ -1,10 +1,10 @@
 """Functional, JAX-style random numbers: explicit keys and a counter-based generator.
 
 A **key** is an ordinary int64 Tensor of shape (2,) holding two 32-bit words as values in
-[0, 2^32) (torch has no uint32 arithmetic, so the words travel in int64; inside the generator
-they are int32 bit patterns). Being a plain tensor, a key passes through `compile`, `trace`,
-`tenferro_ad.grad` and pytrees like any other argument, and lives on a device like any other
-tensor: every result is on the key's device.
+[0, 2^32) (int64, whose arithmetic every backend has natively, where torch's uint32 is
+emulated; inside the generator they are int32 bit patterns). Being a plain tensor, a key
+passes through `compile`, `trace`, `tenferro_ad.grad` and pytrees like any other argument,
+and lives on a device like any other tensor: every result is on the key's device.
 
 Make one with ``key(seed)``; derive new ones with ``split(key, num)`` (``k1, k2 = split(k)``)
 or ``fold_in(key, data)``. A sampler is a pure function of its key and arguments: reusing a

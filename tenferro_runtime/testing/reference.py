@@ -29,6 +29,19 @@ def _float_unary(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray
     return ref
 
 
+def _log1p(x):
+    """log1p; complex near 0 as log1p(x(2 + x) + y^2) / 2 + i atan2(y, 1 + x) in long double
+    (NumPy's complex log1p is log(1 + z), which loses the real part there)."""
+    out = np.log1p(wide(x))
+    if x.dtype.kind != "c":
+        return out
+    z = x.astype(np.clongdouble)
+    re, im = z.real, z.imag
+    real = np.log1p(re * (2 + re) + im * im) / 2
+    near = (real + 1j * np.arctan2(im, 1 + re)).astype(np.complex128)
+    return np.where(np.abs(z) < 0.5, near, out)
+
+
 def _neg(x):
     if x.dtype.kind == "b":
         return x.copy()
@@ -227,7 +240,7 @@ def _rsqrt(w):
 ELEMENTWISE_REFERENCE: dict[str, Callable[..., np.ndarray]] = {
     "neg": _neg, "abs": _abs, "sign": _sign, "conj": _conj, "real": _real, "imag": _imag,
     "exp": _float_unary(np.exp), "expm1": _float_unary(np.expm1), "log": _float_unary(np.log),
-    "log1p": _float_unary(np.log1p), "sin": _float_unary(np.sin), "cos": _float_unary(np.cos),
+    "log1p": _float_unary(_log1p), "sin": _float_unary(np.sin), "cos": _float_unary(np.cos),
     "tan": _float_unary(np.tan), "asin": _float_unary(np.arcsin), "acos": _float_unary(np.arccos),
     "atan": _float_unary(np.arctan), "sinh": _float_unary(np.sinh), "cosh": _float_unary(np.cosh),
     "tanh": _float_unary(np.tanh), "asinh": _float_unary(np.arcsinh),

@@ -668,3 +668,24 @@ def test_bfloat16_where_the_device_has_it(xp):
         return
     y = xp.astype(x, xp.bfloat16) * 2
     assert y.dtype is xp.bfloat16 and y.numpy().astype(np.float32).tolist() == [2.0, 5.0]
+
+
+@given(re=st.floats(-0.45, 0.45), im=st.floats(-0.3, 0.3), scale=st.sampled_from([1.0, 1e-10, 1e-300]))
+def test_complex_log1p_keeps_the_small_real_part(xp, re, im, scale):
+    """Near 0, log1p's real part (about Re z + |z|^2 / 2) keeps its digits on every backend
+    (NumPy's log(1 + z) loses them; torch's is NaN for subnormal inputs); reference: the
+    real part log1p(x(2 + x) + y^2) / 2 and imaginary part atan2(y, 1 + x) in long double."""
+    z = complex(re * scale, im * scale)
+    for d in ("complex64", "complex128"):
+        zd = np.asarray([z], dtype=d)
+        zl = zd.astype(np.clongdouble)
+        x, y = zl.real, zl.imag
+        want_re = np.log1p(x * (2 + x) + y * y) / 2
+        want_im = np.arctan2(y, 1 + x)
+        got = xp.log1p(xp.asarray(zd)).numpy()
+        eps = float(np.finfo(zd.real.dtype).eps)
+        # ulps of each part, plus the rounding of the input's parts the real part amplifies
+        # where x(2 + x) + y^2 cancels (|1 + z| near 1)
+        cancel = float(np.abs(x * (2 + x)).item() + (y * y).item())
+        assert abs(got.real[0] - float(want_re[0])) <= 4 * eps * (abs(float(want_re[0])) + cancel)
+        assert abs(got.imag[0] - float(want_im[0])) <= 2 * eps * abs(float(want_im[0]))

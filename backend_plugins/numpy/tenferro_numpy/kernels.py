@@ -39,6 +39,18 @@ def _round_like(fn):
     return kernel
 
 
+def _log1p(x):
+    """NumPy's complex log1p is log(1 + z), which loses the real part for |z| << 1; there
+    ``log1p(z) = log1p(x(2 + x) + y^2) / 2 + i atan2(y, 1 + x)`` keeps every digit."""
+    out = np.log1p(x, out=...)
+    if x.dtype.kind != "c":
+        return out
+    re, im = x.real, x.imag
+    near = np.abs(x) < 0.5
+    real = 0.5 * np.log1p(re * (2 + re) + im * im)
+    return np.where(near, (real + 1j * np.arctan2(im, 1 + re)).astype(x.dtype), out)
+
+
 def _rsqrt(x):
     return np.reciprocal(np.sqrt(x), out=...)
 
@@ -334,7 +346,7 @@ def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilati
 KERNELS = {
     "neg": _uf(np.negative), "abs": _uf(np.abs), "sign": _uf(np.sign), "conj": _uf(np.conj),
     "real": _real, "imag": _imag, "exp": _quiet(np.exp), "expm1": _quiet(np.expm1),
-    "log": _quiet(np.log), "log1p": _quiet(np.log1p), "sin": _quiet(np.sin), "cos": _quiet(np.cos),
+    "log": _quiet(np.log), "log1p": _log1p, "sin": _quiet(np.sin), "cos": _quiet(np.cos),
     "tan": _quiet(np.tan), "asin": _quiet(np.arcsin), "acos": _quiet(np.arccos),
     "atan": _quiet(np.arctan), "sinh": _quiet(np.sinh), "cosh": _quiet(np.cosh),
     "tanh": _quiet(np.tanh), "asinh": _quiet(np.arcsinh), "acosh": _quiet(np.arccosh),

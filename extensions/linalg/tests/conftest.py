@@ -13,7 +13,6 @@ from tenferro_runtime.testing.profiles import load_profiles
 load_profiles()
 
 NUMPY_ONLY = {  # test name: why it runs on numpy:cpu only
-    "test_diagonal_and_trace_match_numpy": "trace accumulates uint8 in uint64, which torch:cpu lacks",
     "test_the_scipy_path_for_big_matrices": "patches the NumPy kernels' size threshold",
     "test_scipy_path_for_single_large_matrices": "the NumPy kernels' SciPy path for big matrices",
 }

@@ -70,6 +70,14 @@ def int_rem(x, y):
     return torch.fmod(x, torch.where(special, 1, y))
 
 
+def _complex_log1p(x):
+    """torch's complex log1p is NaN for subnormal inputs and loses digits near 0; there
+    ``log1p(z) = log1p(x(2 + x) + y^2) / 2 + i atan2(y, 1 + x)`` is exact to rounding."""
+    re, im = x.real, x.imag
+    near = torch.complex(0.5 * torch.log1p(re * (2 + re) + im * im), torch.atan2(im, 1 + re))
+    return torch.where(torch.abs(x) < 0.5, near, torch.log1p(x))
+
+
 def _complex_pow(x, y):
     """torch gives NaN for complex 0 ** 0; the primitive (and NumPy) gives 1 for any x ** 0."""
     out = torch.pow(x, y)
@@ -110,7 +118,8 @@ KERNELS = {
     "conj": by_kind(iuf=same, c=torch.conj_physical),
     "real": by_kind(iuf=same, c=torch.real),
     "imag": by_kind(iuf=torch.zeros_like, c=torch.imag),
-    "exp": torch.exp, "expm1": torch.expm1, "log": torch.log, "log1p": torch.log1p,
+    "exp": torch.exp, "expm1": torch.expm1, "log": torch.log,
+    "log1p": by_kind(f=torch.log1p, c=_complex_log1p),
     "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "asin": torch.asin, "acos": torch.acos,
     "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh, "tanh": torch.tanh,
     "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh, "sqrt": torch.sqrt,
