@@ -86,10 +86,12 @@ class Memo:
     least-recently-used, with its statistics; the eager dispatch cache, whose hit must cost
     one call. Call it as ``memo.get(*key)``; a `build` that raises stores nothing."""
 
-    def __init__(self, name: str, maxsize: int, build: Callable[..., Any]):
+    def __init__(self, name: str, maxsize: int, build: Callable[..., Any],
+                 on_clear: Callable[[], None] | None = None):
         self.name = name
         self.maxsize = maxsize
         self._failed = 0
+        self._on_clear = on_clear
 
         def counted(*key: Any) -> Any:
             try:
@@ -108,6 +110,8 @@ class Memo:
     def clear(self) -> None:
         self.get.cache_clear()
         self._failed = 0
+        if self._on_clear is not None:
+            self._on_clear()
 
 
 class Caches:
@@ -127,9 +131,11 @@ class Caches:
                     cache = self._caches[name] = LRUCache(name, maxsize)
         return cache
 
-    def memo(self, name: str, maxsize: int, build: Callable[..., Any]) -> Memo:
-        """A new `Memo` called `name` (replacing one of that name), listed in `stats`."""
-        memo = Memo(name, maxsize, build)
+    def memo(self, name: str, maxsize: int, build: Callable[..., Any],
+             on_clear: Callable[[], None] | None = None) -> Memo:
+        """A new `Memo` called `name` (replacing one of that name), listed in `stats`;
+        `on_clear()` runs after each `clear` (to empty what was filled from it)."""
+        memo = Memo(name, maxsize, build, on_clear)
         with self._lock:
             self._caches[name] = memo  # type: ignore[assignment]
         return memo

@@ -102,47 +102,46 @@ class EvalTrace(Trace):
         operands) with this interpreter's fast path in front: two tensors of one aval (whose
         dtype kind is in `kinds`; None: wherever `general` binds `prim` unchanged or raises as
         the op's rule does), in a context with no transformation above the eager interpreter,
-        go straight to the dispatch memo and the kernel, and the context's observers are told,
-        exactly as `bind` would do. With
-        `constant(name, value, aval)` (the namespace's cached scalar tensors), a Python float
-        or int with a floating or complex tensor takes the same path."""
+        go straight to the kernel the op's front table holds for that aval, and the context's
+        observers are told, exactly as `bind` would do. With `constant(name, value, aval)`
+        (the namespace's cached scalar tensors), a Python float or int with a floating or
+        complex tensor takes the same path."""
         stack_var, bottom = tracing._STACK, tracing.BOTTOM
-        all_kinds = kinds is None
-        kinds = kinds or "biufc"
-        scalar_kinds = "".join(k for k in "fc" if k in kinds) if constant is not None else ""
+        scalar_kinds = "".join(k for k in "fc" if k in (kinds or "fc")) if constant else ""
         name = general.__name__
+        front = _front(prim, 2, kinds)
+        table = front.table
 
         def op(x: Any, y: Any, /) -> Any:
-            tx = type(x)
-            ty = type(y)
-            if tx is not Tensor or ty is not Tensor:
-                if tx is Tensor and (ty is float or ty is int) and x._aval.dtype.kind in scalar_kinds:
-                    y = constant(name, y, x._aval)
-                elif ty is Tensor and (tx is float or tx is int) and y._aval.dtype.kind in scalar_kinds:
-                    x = constant(name, x, y._aval)
-                else:
-                    return general(x, y)
+            if type(x) is Tensor:
+                if type(y) is not Tensor:
+                    if (type(y) is float or type(y) is int) and x._aval.dtype.kind in scalar_kinds:
+                        y = constant(name, y, x._aval)
+                    else:
+                        return general(x, y)
+            elif type(y) is Tensor and (type(x) is float or type(x) is int) \
+                    and y._aval.dtype.kind in scalar_kinds:
+                x = constant(name, x, y._aval)
+            else:
+                return general(x, y)
             av = x._aval
-            stack = stack_var.get()
-            if av is y._aval and not stack.traces and (all_kinds or av.dtype.kind in kinds):
-                try:
-                    entry = av.device.dispatch(prim, av, av)
-                except TenferroError:  # the general path raises its own error for these operands
-                    return general(x, y)
-                out_aval = entry[1]
-                if out_aval is not None:
-                    if stack is not bottom:  # observers only (tapes, energy): as bind tells them
-                        return _observed(stack, entry[0], (x, y), out_aval, prim, av.device)
-                    try:  # _call, inlined: a call costs ~10% of an 8x8 add
-                        buf = entry[0](x._buf, y._buf)
-                    except TenferroError:
-                        raise
-                    except Exception as exc:
-                        raise kernel_error(prim, av.device, exc) from exc
-                    t = _new_tensor(Tensor)
-                    t._buf = buf
-                    t._aval = out_aval
-                    return t
+            if av is y._aval:
+                entry = table.get(av) or front.fill(av)
+                if entry is not _SLOW:
+                    stack = stack_var.get()
+                    if stack is bottom:
+                        try:  # _call, inlined: a call costs ~10% of an 8x8 add
+                            buf = entry[0](x._buf, y._buf)
+                        except TenferroError:
+                            raise
+                        except Exception as exc:
+                            raise kernel_error(prim, av.device, exc) from exc
+                        t = _new_tensor(Tensor)
+                        t._buf = buf
+                        t._aval = entry[1]
+                        return t
+                    if not stack.traces:  # observers only (tapes, energy): as bind tells them
+                        return _observed(stack, entry[0], (x, y), entry[1], prim, av.device)
             return general(x, y)
 
         return _like(op, general)
@@ -151,21 +150,70 @@ class EvalTrace(Trace):
         """`general(x)` with the fast path in front for a tensor whose dtype kind is in
         `kinds` (those `general` binds `prim` on as it is); see `fast_binary`."""
         stack_var, bottom = tracing._STACK, tracing.BOTTOM
+        front = _front(prim, 1, kinds)
+        table = front.table
 
         def op(x: Any, /) -> Any:
             if type(x) is Tensor:
                 av = x._aval
-                stack = stack_var.get()
-                if not stack.traces and av.dtype.kind in kinds:
-                    entry = av.device.dispatch(prim, av)
-                    out_aval = entry[1]
-                    if out_aval is not None:
-                        if stack is not bottom:
-                            return _observed(stack, entry[0], (x,), out_aval, prim, av.device)
-                        return _call(entry[0], (x._buf,), out_aval, prim, av.device)
+                entry = table.get(av) or front.fill(av)
+                if entry is not _SLOW:
+                    stack = stack_var.get()
+                    if stack is bottom:
+                        return _call(entry[0], (x._buf,), entry[1], prim, av.device)
+                    if not stack.traces:
+                        return _observed(stack, entry[0], (x,), entry[1], prim, av.device)
             return general(x)
 
         return _like(op, general)
+
+
+_SLOW = (None, None)  # a front-table value (truthy): this aval takes the general path
+FRONT_SIZE = 1024
+
+
+class _Front:
+    """One fast path's table {operand aval: (kernel, result aval) or _SLOW}, filled from the
+    device's dispatch memo (which validates and picks the kernel) so a hit is one dict lookup
+    with no key to build. Bounded: emptied when full (the LRU memo behind it keeps the
+    entries); thread-safe as dict reads and writes are atomic; emptied with the dispatch memos
+    (`clear_fronts`), as its kernels are theirs."""
+
+    def __init__(self, prim: Primitive, arity: int, kinds: str | None):
+        self.prim = prim
+        self.arity = arity
+        self.kinds = kinds
+        self.table: dict = {}
+
+    def fill(self, av: Any) -> tuple:
+        prim = self.prim
+        if self.kinds is not None and av.dtype.kind not in self.kinds:
+            entry = _SLOW
+        else:
+            try:
+                fn, out_aval, _ = av.device.dispatch(prim, *([av] * self.arity))
+            except TenferroError:  # the general path raises its own error: not remembered
+                return _SLOW
+            entry = _SLOW if out_aval is None else (fn, out_aval)
+        if len(self.table) >= FRONT_SIZE:
+            self.table.clear()
+        self.table[av] = entry
+        return entry
+
+
+_FRONTS: list[_Front] = []
+
+
+def _front(prim: Primitive, arity: int, kinds: str | None) -> _Front:
+    front = _Front(prim, arity, kinds)
+    _FRONTS.append(front)
+    return front
+
+
+def clear_fronts() -> None:
+    """Empty every fast path's table (with the dispatch memos their kernels come from)."""
+    for front in _FRONTS:
+        front.table.clear()
 
 
 def _observed(stack: Any, fn: Any, args: tuple, out_aval: Any, prim: Primitive, device: Any) -> Tensor:

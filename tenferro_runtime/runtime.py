@@ -44,7 +44,8 @@ class Device(str):
         self.specialize = getattr(backend, "specialize", None)
         # (prim, *avals) or (prim, avals, *eager.params_key(...)) -> eager.prepare's entry
         self.dispatch_cache = runtime.caches.memo(f"dispatch[{backend.name}:{device_id}]",
-                                                  runtime.dispatch_cache_size, self._prepare)
+                                                  runtime.dispatch_cache_size, self._prepare,
+                                                  on_clear=_clear_fronts)
         self.dispatch = self.dispatch_cache.get
         # (type, Python scalar, aval, namespace function) -> a dense constant buffer (x * 0.5)
         self.constant_cache = runtime.caches.memo(f"constants[{backend.name}:{device_id}]", 256,
@@ -240,6 +241,7 @@ class Runtime:
             self.executors[n] = (fn, prefixes, src)
         self.namespaces.update(reg.namespaces)
         self._devices.clear()
+        _clear_fronts()
 
     # ---- devices -------------------------------------------------------
     def set_check_kernels(self, on: bool) -> None:
@@ -395,3 +397,10 @@ def default_device(spec: str | Device) -> Iterator[Device]:
         yield dev
     finally:
         _DEFAULT_DEVICE.reset(token)
+
+
+def _clear_fronts() -> None:
+    """Empty the eager fast paths' tables, whose kernels come from the dispatch memos."""
+    from .eager import clear_fronts
+
+    clear_fronts()

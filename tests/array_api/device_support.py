@@ -44,6 +44,10 @@ COMPLEX_ONLY = frozenset({"divide", "abs", "sign", "square", "reciprocal", "mult
 """Exact (correctly rounded) for real operands; for complex ones the bound is relative to the
 magnitude (`assert_ulps`): NumPy's own complex multiply differs between its SIMD (FMA) and
 scalar loops."""
+NUMPY_COMPLEX = COMPLEX_ONLY | {"log1p"}
+"""Complex functions with a budget on numpy:cpu too: arithmetic (above), and log1p, which
+tenferro computes accurately near 0 where NumPy's log(1 + z) is not (bound relative to
+max(|result|, 1): COMPLEX_FLOOR)."""
 
 
 def dtype_named(v: Any) -> D.DType | None:
@@ -80,11 +84,12 @@ def on_device(dtypes: list) -> list:
 def ulps_for(name: str, operands: Any, result: Any) -> int:
     """The ULP budget of function `name` on operands of dtype `operands` (with results of
     dtype `result`) on the current device: 0 for exact results, and on numpy:cpu except for
-    complex arithmetic (NumPy's own SIMD and scalar complex loops differ by an ulp)."""
+    NUMPY_COMPLEX (NumPy's own SIMD and scalar complex loops differ by an ulp; complex log1p is
+    tenferro's own there)."""
     if D.as_dtype(result).kind not in "fc":
         return 0
     if on_numpy():
-        return ULPS[name] if name in COMPLEX_ONLY and D.as_dtype(operands).kind == "c" else 0
+        return ULPS[name] if name in NUMPY_COMPLEX and D.as_dtype(operands).kind == "c" else 0
     if D.as_dtype(operands).kind == "c":
         return COMPLEX_ULPS.get(name, ULPS.get(name, 0))
     return 0 if name in COMPLEX_ONLY else ULPS.get(name, 0)
