@@ -30,12 +30,15 @@ def bind(prim: Primitive, args: tuple, params: dict = _NO_PARAMS) -> Any:
     if top is None:  # still fails in the eager interpreter (reaching its buffer raises)
         for o in stack.pre:  # observers that check an op before it runs (energy budgets)
             o.before(prim, args, params)
-        out = EVAL.process(prim, args, params)
+        if not params and not prim.params:
+            out = EVAL.process(prim, args, params)
+        else:
+            out, params = EVAL.run(prim, args, params)
     else:
         out = top.process(prim, args, params)
     observers = stack.observers
     if observers:
-        if params or prim.params:
+        if top is not None and (params or prim.params):
             avals = tuple([a._aval for a in args])
             if not avals:
                 params, _ = _with_device(prim, params)

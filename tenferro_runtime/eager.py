@@ -63,6 +63,11 @@ class EvalTrace(Trace):
         return self._slow(prim, args, params)
 
     def _slow(self, prim: Primitive, args: tuple, params: dict) -> Any:
+        return self.run(prim, args, params)[0]
+
+    def run(self, prim: Primitive, args: tuple, params: dict) -> tuple:
+        """(`prim` run on concrete tensors, its canonical params): what `bind` tells the
+        observers, so they need no second `check_params`."""
         try:
             avals = tuple([a._aval for a in args])
         except AttributeError:
@@ -84,7 +89,7 @@ class EvalTrace(Trace):
             entry = device.dispatch(prim, *avals)
         fn, out_aval, out_avals = entry
         if fn is None:
-            return prim.decomposition(*args, **nparams)
+            return prim.decomposition(*args, **nparams), nparams
         bufs = [a._buf for a in args]
         try:
             out = fn(*bufs, **nparams)
@@ -93,8 +98,8 @@ class EvalTrace(Trace):
         except Exception as exc:
             raise kernel_error(prim, device, exc) from exc
         if prim.multiple_results:
-            return tuple([Tensor._new(b, av) for b, av in zip(out, out_avals)])
-        return Tensor._new(out, out_aval)
+            return tuple([Tensor._new(b, av) for b, av in zip(out, out_avals)]), nparams
+        return Tensor._new(out, out_aval), nparams
 
     def fast_binary(self, prim: Primitive, general: Any, kinds: str | None = None,
                     constant: Any = None) -> Any:

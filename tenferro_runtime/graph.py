@@ -280,13 +280,18 @@ def _example(x: Any, i: int) -> Any:
 def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     """Run a graph's nodes on `args` (under whatever transformations are active).
 
-    Where only the eager interpreter is active and `args` are concrete tensors of the graph's
-    input avals, the graph's Plan replays its kernels on buffers (plan.py)."""
+    Where only the eager interpreter is active (or observers that take whole graphs, told
+    once: `Observer.observe_graph`) and `args` are concrete tensors of the graph's input avals,
+    the graph's Plan replays its kernels on buffers (plan.py)."""
     if len(args) != len(graph.inputs):
         raise TenferroError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
-    plan = _ready_plan(graph)
+    stack = tracing._STACK.get()
+    plan = _ready_plan(graph, stack)
     if plan is not None and plan.accepts(args):
-        return plan.run(args)
+        outs = plan.run(args)
+        for o in stack.observers:
+            o.observe_graph(graph, args, outs)
+        return outs
     env: dict[Var, Any] = dict(graph.consts)
     env.update(zip(graph.inputs, args))
     for n in graph.nodes:
@@ -295,11 +300,12 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     return [env[v] if isinstance(v, Var) else v for v in graph.outputs]
 
 
-def _ready_plan(graph: Graph) -> Any:
-    """The graph's Plan where it may replay now (only the eager interpreter is active in this
-    context), built on first use; None elsewhere, or where the graph has no plan."""
+def _ready_plan(graph: Graph, stack: Any) -> Any:
+    """The graph's Plan where it may replay now (only the eager interpreter, or observers that
+    take whole graphs, in this context's `stack`), built on first use; None elsewhere, or
+    where the graph has no plan."""
     plan = graph.plan
-    if plan is _NO_PLAN or tracing._STACK.get() is not tracing.BOTTOM:
+    if plan is _NO_PLAN or (stack is not tracing.BOTTOM and not stack.graphs):
         return None
     if plan is None:
         plan = graph.plan = build_plan(graph) or _NO_PLAN

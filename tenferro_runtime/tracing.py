@@ -64,6 +64,11 @@ class Observer:
     def assigned(self, obj: Tensor, new: Tensor) -> None:
         """`obj` is about to take `new`'s value in place (``x += y``, ``x[i] = v``)."""
 
+    def observe_graph(self, graph: Any, args: tuple, outs: list) -> None:
+        """`graph` ran eagerly on `args` and gave `outs`. Where every observer of a context
+        overrides this (and none checks ops beforehand), `eval_graph` replays the graph's plan
+        and tells them once; otherwise it binds node by node and they see each primitive."""
+
 
 _ESCAPED = (
     "a value of a finished transformation (a tracer) escaped and was used later; "
@@ -114,11 +119,12 @@ def interpreters() -> tuple:
 class _Stack(tuple):
     """An interpreter stack with its observers, those of them that want `before` calls, and
     its traces above the eager interpreter listed once (read on every call by `bind` and the
-    eager fast paths)."""
+    eager fast paths); `graphs`: a graph may replay as one plan here (`Observer.observe_graph`)."""
 
     observers: tuple
     pre: tuple
     traces: tuple
+    graphs: bool
 
 
 def _stack(entries: tuple) -> _Stack:
@@ -126,6 +132,8 @@ def _stack(entries: tuple) -> _Stack:
     stack.observers = tuple(i for i in entries if isinstance(i, Observer))
     stack.pre = tuple(o for o in stack.observers if type(o).before is not Observer.before)
     stack.traces = tuple(i for i in entries[1:] if not isinstance(i, Observer))
+    stack.graphs = not stack.traces and not stack.pre and all(
+        type(o).observe_graph is not Observer.observe_graph for o in stack.observers)
     return stack
 
 

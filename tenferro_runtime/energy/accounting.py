@@ -99,13 +99,43 @@ def _graph_parts(graph: Any, runtime: Any, by_cat: dict[str, list[int]]) -> None
         acc[1] += b
 
 
-def _op_cost(prim: Any, avals: tuple, params: dict, out: Any, device: Any) -> _Cost:
-    outs = out if type(out) is tuple else (out,)
+def _op_cost(prim: Any, avals: tuple, params: dict, out_avals: list, device: Any) -> _Cost:
     try:
-        flops, nbytes = op_cost(device.runtime, prim, avals, [o._aval for o in outs], params)
+        flops, nbytes = op_cost(device.runtime, prim, avals, out_avals, params)
     except Exception:  # no cost rule: counted, with no weight
         flops = nbytes = 0
     return _Cost(prim.name, prim.category or "extension", device, flops, nbytes)
+
+
+def op_key(prim: Any, avals: tuple, params: dict) -> Any:
+    """The cache key of one op's cost: (primitive, operand avals, params items)."""
+    return (prim, avals, tuple(params.items())) if params else (prim, *avals)
+
+
+def graph_costs(graph: Any, device: Any) -> tuple:
+    """The costs of the ops a graph's eager evaluation runs on `device` (a tape's VJP graph
+    replayed as one plan), the same cached costs as those ops run one by one, so reports
+    read alike; cached per graph."""
+    runtime = device.runtime
+    return runtime.caches.get("energy graph costs", COST_CACHE_SIZE).get_or_build(
+        graph, _graph_costs, graph, device, runtime.caches.get("energy op costs", COST_CACHE_SIZE))
+
+
+def _graph_costs(graph: Any, device: Any, cache: Any) -> tuple:
+    out = []
+    for n in graph.nodes:
+        inner = getattr(n.prim, "graph_of", None)
+        if inner is not None:
+            out.extend(_graph_costs(inner(n.params), device, cache))
+            continue
+        avals = tuple([v.aval for v in n.inputs])
+        out_avals = [v.aval for v in n.outputs]
+        try:
+            key = op_key(n.prim, avals, n.params)
+            out.append(cache.get_or_build(key, _op_cost, n.prim, avals, n.params, out_avals, device))
+        except TypeError:  # unhashable params
+            out.append(_op_cost(n.prim, avals, n.params, out_avals, device))
+    return tuple(out)
 
 
 def cost_of(prim: Any, args: tuple, params: dict, out: Any = None, key: Any = None) -> _Cost:
@@ -121,10 +151,12 @@ def cost_of(prim: Any, args: tuple, params: dict, out: Any = None, key: Any = No
         return _SKIP
     if prim not in device.kernels and prim.decomposition is not None:
         return _SKIP
+    outs = out if type(out) is tuple else (out,)
+    out_avals = [o._aval for o in outs]
     if key is None:
-        return _op_cost(prim, avals, params, out, device)
+        return _op_cost(prim, avals, params, out_avals, device)
     return runtime.caches.get("energy op costs", COST_CACHE_SIZE).get_or_build(
-        key, _op_cost, prim, avals, params, out, device)
+        key, _op_cost, prim, avals, params, out_avals, device)
 
 
 def _start(device: Any) -> list:
@@ -291,7 +323,7 @@ class EnergyMonitor(tracing.Observer):
             elif len(args) == 2:
                 key = (prim, args[0]._aval, args[1]._aval)
             else:
-                key = (prim, *[a._aval for a in args])
+                key = (prim, *[a._aval for a in args])  # op_key, inlined
             c = self._costs.get(key)
         except (TypeError, AttributeError):  # unhashable params: costed without the cache
             key = c = None
@@ -303,6 +335,22 @@ class EnergyMonitor(tracing.Observer):
         n = counts.get(c)
         counts[c] = (self._first(c) if n is None else n) + 1
         self.estimated += c.joules
+
+    def observe_graph(self, graph: Any, args: tuple, outs: list) -> None:
+        """A graph evaluated eagerly as one plan replay: each of its ops counted as if it had
+        run alone."""
+        try:
+            device = args[0]._aval.device if args else outs[0]._aval.device
+            costs = graph_costs(graph, device)
+        except Exception:  # accounting never breaks the measured program
+            return
+        counts = self._counts
+        joules = 0.0
+        for c in costs:
+            n = counts.get(c)
+            counts[c] = (self._first(c) if n is None else n) + 1
+            joules += c.joules
+        self.estimated += joules
 
     def _miss(self, key: Any, prim: Any, args: tuple, params: dict, out: Any) -> _Cost:
         try:

@@ -240,6 +240,40 @@ def test_tapes_and_monitors_stack(estimate_only):
     assert r.ops[("sin", DEV)].count == 1 and r.ops[("cos", DEV)].count == 1  # the backward pass too
 
 
+def test_a_replayed_graph_counts_as_its_ops_one_by_one(estimate_only):
+    """With only monitors open, a tape's backward replays each VJP graph as one plan and the
+    monitor is told once per graph; the counts, costs and estimate are those of the same ops
+    run node by node (as they are when another observer needs each op)."""
+
+    class PerOp(tracing.Observer):
+        seen = 0
+
+        def observe(self, prim, args, params, out):
+            PerOp.seen += 1
+
+    def step():
+        x = xp.asarray(np.linspace(0.1, 1.0, 8))
+        with GradientTape() as tape:
+            tape.watch(x)
+            y = xp.sum(xp.tanh(x @ xp.ones((8, 8)) * 0.5) * x)
+        return tape.gradient(y, x)
+
+    step()
+    with measure() as replayed:
+        g1 = step()
+    token = tracing.push_observer(PerOp())
+    try:
+        with measure() as one_by_one:
+            g2 = step()
+    finally:
+        tracing.pop(token)
+    np.testing.assert_array_equal(g1.numpy(), g2.numpy())
+    assert PerOp.seen > 0
+    counts = {k: (op.count, op.flops, op.bytes) for k, op in replayed.ops.items()}
+    assert counts == {k: (op.count, op.flops, op.bytes) for k, op in one_by_one.ops.items()}
+    assert counts[("dot_general", DEV)][0] >= 2  # the forward matmul and the backward's
+
+
 def test_an_op_run_by_its_decomposition_counts_its_parts_once():
     import tenferro_numpy.plugin as numpy_plugin
     from plugin_fixtures import hook_plugin
