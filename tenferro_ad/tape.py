@@ -25,6 +25,7 @@ from tenferro_runtime.tensor import Tensor, copy_slots
 
 from .ad_util import add_tangents, instantiate
 from .api import _vjp_flat
+from .tape_backward import gradients
 
 
 class GradientTape(tracing.Observer):
@@ -161,6 +162,17 @@ class GradientTape(tracing.Observer):
         self._used = True
         if seeds is None:
             seeds = [xp.ones_like(t) for t in t_leaves]
+        with self.stop_recording():
+            grads = gradients(self._records, self._live, t_leaves, seeds, s_leaves, _vjp_graph)
+        if grads is None:
+            grads = self._walk(t_leaves, seeds, s_leaves)
+        if not self.persistent:
+            self._records.clear()
+            self._live.clear()
+        return tree_unflatten(s_tree, grads)
+
+    def _walk(self, t_leaves: list, seeds: list, s_leaves: list) -> list:
+        """The records walked backwards, one VJP graph replay per record."""
         ct: dict[int, Any] = {}
         for t, g in zip(t_leaves, seeds):
             ct[id(t)] = add_tangents(ct[id(t)], g) if id(t) in ct else g
@@ -193,11 +205,7 @@ class GradientTape(tracing.Observer):
                         i += 1
                         prev = ct.get(k)
                         ct[k] = g if prev is None else add_tangents(prev, g)
-        grads = [instantiate(ct[id(s)]) if id(s) in ct else xp.zeros_like(s) for s in s_leaves]
-        if not self.persistent:
-            self._records.clear()
-            self._live.clear()
-        return tree_unflatten(s_tree, grads)
+        return [instantiate(ct[id(s)]) if id(s) in ct else xp.zeros_like(s) for s in s_leaves]
 
 
 def _as_list(out: Any) -> list:
