@@ -31,6 +31,18 @@ def bench(fn, repeat: int = 7, number: int = 1) -> float:
     return statistics.median(times)
 
 
+def _interleaved(*fns, number: int) -> list[float]:
+    """Best per-call times of `fns`, warmed up, then measured in alternating rounds (these
+    machines are noisy: all see the same conditions)."""
+    from compile import interleaved_all  # compile.py imports this module
+
+    for fn in fns:
+        fn()
+        fn()  # a tape's second sighting of its structure builds its backward graph
+    best = interleaved_all(dict(enumerate(fns)), rounds=15, number=number)
+    return [best[i] for i in range(len(fns))]
+
+
 def chain(x, mod):
     """100 elementwise ops."""
     for _ in range(25):
@@ -93,8 +105,9 @@ def main() -> None:
 
     jax_grad_chain = jax.grad(lambda v: jnp.sum(chain(v, jnp)))
     xj = jnp.asarray(x0)
-    rows = [("grad of 100-op chain (16 f32)", bench(tape_chain), bench(lambda: grad_chain(xt)),
-             bench(torch_chain), bench(lambda: jax_grad_chain(xj).block_until_ready()))]
+    rows = [("grad of 100-op chain (16 f32)", *_interleaved(
+        tape_chain, lambda: grad_chain(xt), torch_chain,
+        lambda: jax_grad_chain(xj).block_until_ready(), number=20))]
 
     # ---- MLP ---------------------------------------------------------------------
     p_np, x_np, y_np = mlp_data(rng)
@@ -123,6 +136,9 @@ def main() -> None:
     p_j = {k: jnp.asarray(v) for k, v in p_np.items()}
     x_j, y_j = jnp.asarray(x_np), jnp.asarray(y_np)
     jax_grad_mlp = jax.grad(lambda p: mlp_loss(p, x_j, y_j, jnp, ce_jax))
+    # not interleaved: switching between libraries' BLAS thread pools every few calls slows
+    # each one's first calls (their idle threads spin), which would measure the switching
+    tape_mlp()
     rows.append(("grad of MLP loss 784-512-512-10 b128", bench(tape_mlp), bench(lambda: grad_mlp(p_tf)),
                  bench(torch_mlp),
                  bench(lambda: jax.tree_util.tree_map(lambda a: a.block_until_ready(), jax_grad_mlp(p_j)))))
