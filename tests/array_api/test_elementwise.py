@@ -689,3 +689,15 @@ def test_complex_log1p_keeps_the_small_real_part(xp, re, im, scale):
         cancel = float(np.abs(x * (2 + x)).item() + (y * y).item())
         assert abs(got.real[0] - float(want_re[0])) <= 4 * eps * (abs(float(want_re[0])) + cancel)
         assert abs(got.imag[0] - float(want_im[0])) <= 2 * eps * abs(float(want_im[0]))
+
+
+@given(z=st.complex_numbers(max_magnitude=3e3, width=64), n=st.integers(-20, 20))
+def test_complex_pow_with_integer_exponents_multiplies_out_as_numpy(xp, z, n):
+    """A real integer exponent (|n| < 100) multiplies out by squaring on every backend, as
+    NumPy does: no exp(n log z) rounding of the angle (torch gave -inf+infj for
+    (2742j) ** 13, NumPy 0+infj)."""
+    zd = np.asarray([z, 2742j, 1626j, -2j], dtype=np.complex64)
+    with np.errstate(all="ignore"):
+        want = np.power(zd, np.complex64(n))
+    got = (xp.asarray(zd) ** n).numpy()
+    assert_ulps(got, want, 4)

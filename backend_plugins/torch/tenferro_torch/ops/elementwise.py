@@ -78,10 +78,57 @@ def _complex_log1p(x):
     return torch.where(torch.abs(x) < 0.5, near, torch.log1p(x))
 
 
+def _complex_div(x, y):
+    """Smith's algorithm, as NumPy's complex division loop: torch's own differs where the
+    quotient overflows or the divisor is subnormal (1 / (1e-40+0j): NaN+NaNj in torch,
+    inf+NaNj in NumPy)."""
+    x, y = torch.broadcast_tensors(x, y)
+    ar, ai, br, bi = x.real, x.imag, y.real, y.imag
+    zero = (br == 0) & (bi == 0)
+    wide = br.abs() >= bi.abs()
+    rat = torch.where(wide, bi / br, br / bi)
+    scl = 1.0 / torch.where(wide, br + bi * rat, bi + br * rat)
+    re = torch.where(wide, (ar + ai * rat) * scl, (ar * rat + ai) * scl)
+    im = torch.where(wide, (ai - ar * rat) * scl, (ai * rat - ar) * scl)
+    re = torch.where(zero, ar / br.abs(), re)
+    im = torch.where(zero, ai / br.abs(), im)
+    return torch.complex(re, im)
+
+
 def _complex_pow(x, y):
-    """torch gives NaN for complex 0 ** 0; the primitive (and NumPy) gives 1 for any x ** 0."""
+    """torch's exp(y log x), except: x ** 0 is 1 (torch gives NaN for 0 ** 0), and a real
+    integer exponent with |y| < 100 multiplies out by squaring as NumPy does (torch's
+    rounding of the angle turns (2742j) ** 13 into -inf+infj where the product is 0+infj)."""
     out = torch.pow(x, y)
-    return torch.where(y == 0, torch.ones((), dtype=out.dtype, device=out.device), out)
+    out = torch.where(y == 0, torch.ones((), dtype=out.dtype, device=out.device), out)
+    x, y = torch.broadcast_tensors(x, y)
+    yr = y.real
+    whole = (y.imag == 0) & (yr == torch.round(yr)) & (yr.abs() < 100) & (yr != 0)
+    n = torch.where(whole, yr.abs(), 0).to(torch.int64)
+    pr, pi = x.real, x.imag  # x ** (2 ** bit)
+    ar = ai = None  # the product of the powers taken so far (None: none yet)
+    # NumPy (npy_cpow): x, x*x, x*(x*x) for n <= 3; else the product starts at 1+0j, so the
+    # first power taken goes through (1+0j) * p, which can change the sign of a zero part
+    one_first = n >= 4
+    started = torch.zeros_like(whole)
+    for bit in range(7):
+        take = ((n >> bit) & 1) == 1
+        fr = torch.where(one_first, pr - 0 * pi, pr)
+        fi = torch.where(one_first, pi + 0 * pr, pi)
+        if ar is None:
+            ar, ai = torch.where(take, fr, 1), torch.where(take, fi, 0)
+        else:  # each part rounded once, as NumPy's cmul
+            nr, ni = ar * pr - ai * pi, ar * pi + ai * pr
+            ar = torch.where(take, torch.where(started, nr, fr), ar)
+            ai = torch.where(take, torch.where(started, ni, fi), ai)
+        started = started | take
+        pr, pi = pr * pr - pi * pi, pr * pi + pi * pr
+    prod = torch.complex(ar, ai)
+    prod = torch.where(yr < 0, _complex_div(torch.ones_like(prod), prod), prod)
+    nan = torch.full((), float("nan"), dtype=ar.dtype, device=ar.device)
+    nan = torch.complex(nan, nan)
+    prod = torch.where((yr < 0) & (x == 0), nan, prod)  # NumPy: 0 ** -n is nan+nanj
+    return torch.where(whole, prod, out)
 
 
 def _signed_pow(x, y):
@@ -130,7 +177,7 @@ KERNELS = {
     "logical_not": torch.logical_not, "bitwise_not": torch.bitwise_not,
     "add": by_kind(iuf=torch.add, c=_pairs(torch.add)),
     "sub": by_kind(iuf=torch.sub, c=_pairs(torch.sub)), "mul": torch.mul,
-    "div": by_kind(fc=torch.div, i=_signed_div, u=unsigned_div),
+    "div": by_kind(f=torch.div, c=_complex_div, i=_signed_div, u=unsigned_div),
     "rem": by_kind(f=_float_rem, iu=int_rem),
     "pow": by_kind(f=torch.pow, c=_complex_pow, u=torch.pow, i=_signed_pow),
     "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
