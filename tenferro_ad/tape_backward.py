@@ -34,29 +34,24 @@ def gradients(records: list, live_ids: dict, targets: list, seeds: list, sources
         return None
     slots: dict[int, int] = {}  # id of a tensor -> its slot (its index in `values`)
     values: list = []
-    recs = []
-    try:
-        for prim, args, params, outs in records:
-            arg_slots = []
-            for a in args:
-                s = slots.setdefault(id(a), len(values))
-                if s == len(values):
-                    values.append(a)
-                arg_slots.append(s)
-            out_slots = []
-            for o in outs:
-                s = slots.setdefault(id(o), len(values))
-                if s == len(values):
-                    values.append(o)
-                out_slots.append(s)
-            live = tuple([id(a) in live_ids for a in args])
-            recs.append((prim, tuple(arg_slots), tuple(out_slots), live, *params_key(prim, params)))
-        ends = []
-        for t in (*targets, *sources):
+
+    def place(tensors: tuple) -> list:
+        out = []
+        for t in tensors:
             s = slots.setdefault(id(t), len(values))
             if s == len(values):
                 values.append(t)
-            ends.append(s)
+            out.append(s)
+        return out
+
+    recs = []
+    try:
+        for prim, args, params, outs in records:
+            ss = place((*args, *outs))
+            na = len(args)
+            live = tuple([id(a) in live_ids for a in args])
+            recs.append((prim, tuple(ss[:na]), tuple(ss[na:]), live, *params_key(prim, params)))
+        ends = place((*targets, *sources))
         nt = len(targets)
         key = (tuple(recs), tuple(ends[:nt]), tuple(ends[nt:]), tuple([v._aval for v in values]),
                tuple([g._aval for g in seeds]))
