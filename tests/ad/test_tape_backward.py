@@ -11,8 +11,6 @@ from hypothesis import strategies as st
 import tenferro_ad.tape as tape_module
 from tenferro_ad import GradientTape
 from tenferro_runtime import array_api as xp
-from tenferro_runtime import default_runtime
-from tenferro_runtime.graph import Graph
 
 UNARY = {"sin": xp.sin, "tanh": xp.tanh, "exp": lambda v: xp.exp(v * 0.1), "neg": xp.negative,
          "square": lambda v: v * v, "scale": lambda v: v * 0.5 + 0.25}
@@ -56,11 +54,6 @@ def _grads(prog, arrays, *, walk_only=False, persistent=False):
     return tape.gradient(targets, [x, w, c])
 
 
-def _replayed() -> int:
-    cache = default_runtime().caches.get("tape_backward")
-    return sum(isinstance(v.graph, Graph) for v in list(cache.values()))
-
-
 @settings(max_examples=15, deadline=None)
 @given(prog=steps, seed=st.integers(0, 2**16))
 def test_a_repeated_tape_replays_one_graph_with_the_walks_gradients(prog, seed):
@@ -87,15 +80,18 @@ def test_a_repeated_tape_replays_one_graph_with_the_walks_gradients(prog, seed):
     np.testing.assert_array_equal(got[2].numpy(), np.zeros((3, 4)))  # c: not watched
 
 
-def test_a_tape_used_once_traces_nothing():
-    cache = default_runtime().caches.get("tape_backward")
+def test_a_tape_used_once_traces_nothing(monkeypatch):
+    """A first sighting walks the records and only remembers the signature."""
+    import tenferro_ad.tape_backward as tb
+
+    built = []
+    monkeypatch.setattr(tb, "_build", lambda *a: built.append(a))
     x = xp.asarray(np.linspace(0.0, 1.0, 7))
     with GradientTape() as tape:
         tape.watch(x)
-        y = xp.sum(xp.sin(x) * xp.cos(x) * 1.2345)
-    before = _replayed()
+        y = xp.sum(xp.sin(x) * xp.cos(x) * 1.2345 * xp.exp(x * 0.0))
     np.testing.assert_allclose(tape.gradient(y, x).numpy(), 1.2345 * np.cos(2 * x.numpy()))
-    assert _replayed() == before and len(cache) >= 1
+    assert built == []
 
 
 def test_nested_tapes_still_walk_so_the_outer_tape_records_the_backward():
