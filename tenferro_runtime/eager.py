@@ -118,6 +118,30 @@ class EvalTrace(Trace):
         table = front.table
 
         def op(x: Any, y: Any, /) -> Any:
+            if type(x) is Tensor:  # the hot path (tensor op tensor, or tensor op scalar) only
+                if type(y) is not Tensor:
+                    if (type(y) is float or type(y) is int) and x._aval.dtype.kind in scalar_kinds:
+                        y = constant(name, y, x._aval)
+                    else:
+                        return general(x, y)
+                av = x._aval
+                if av is y._aval:
+                    entry = table.get(av)
+                    if entry is not None and stack_var.get() is bottom:
+                        try:
+                            buf = entry[0](x._buf, y._buf)
+                        except TenferroError:
+                            raise
+                        except Exception as exc:
+                            raise kernel_error(prim, av.device, exc) from exc
+                        t = _new_tensor(Tensor)
+                        t._buf = buf
+                        t._aval = entry[1]
+                        return t
+            return slow(x, y)
+
+        def slow(x: Any, y: Any) -> Any:
+            """Python scalars, a first sighting of the aval, observers, the general path."""
             if type(x) is Tensor:
                 if type(y) is not Tensor:
                     if (type(y) is float or type(y) is int) and x._aval.dtype.kind in scalar_kinds:
@@ -131,20 +155,11 @@ class EvalTrace(Trace):
                 return general(x, y)
             av = x._aval
             if av is y._aval:
-                entry = table.get(av) or front.fill(av)
-                if entry is not _SLOW:
+                entry = front.entry(av)
+                if entry is not None:
                     stack = stack_var.get()
                     if stack is bottom:
-                        try:  # _call, inlined: a call costs ~10% of an 8x8 add
-                            buf = entry[0](x._buf, y._buf)
-                        except TenferroError:
-                            raise
-                        except Exception as exc:
-                            raise kernel_error(prim, av.device, exc) from exc
-                        t = _new_tensor(Tensor)
-                        t._buf = buf
-                        t._aval = entry[1]
-                        return t
+                        return _call(entry[0], (x._buf, y._buf), entry[1], prim, av.device)
                     if not stack.traces:  # observers only (tapes, energy): as bind tells them
                         return _observed(stack, entry[0], (x, y), entry[1], prim, av.device)
             return general(x, y)
@@ -161,8 +176,8 @@ class EvalTrace(Trace):
         def op(x: Any, /) -> Any:
             if type(x) is Tensor:
                 av = x._aval
-                entry = table.get(av) or front.fill(av)
-                if entry is not _SLOW:
+                entry = table.get(av) or front.entry(av)
+                if entry is not None:
                     stack = stack_var.get()
                     if stack is bottom:
                         return _call(entry[0], (x._buf,), entry[1], prim, av.device)
@@ -173,37 +188,46 @@ class EvalTrace(Trace):
         return _like(op, general)
 
 
-_SLOW = (None, None)  # a front-table value (truthy): this aval takes the general path
 FRONT_SIZE = 1024
 
 
 class _Front:
-    """One fast path's table {operand aval: (kernel, result aval) or _SLOW}, filled from the
-    device's dispatch memo (which validates and picks the kernel) so a hit is one dict lookup
-    with no key to build. Bounded: emptied when full (the LRU memo behind it keeps the
-    entries); thread-safe as dict reads and writes are atomic; emptied with the dispatch memos
-    (`clear_fronts`), as its kernels are theirs."""
+    """One fast path's table {operand aval: (kernel, result aval)}, filled from the device's
+    dispatch memo (which validates and picks the kernel) so a hit is one dict lookup with no
+    key to build; avals that take the general path are kept apart (`slow`). Bounded: emptied
+    when full (the LRU memo behind it keeps the entries); thread-safe as dict reads and
+    writes are atomic; emptied with the dispatch memos (`clear_fronts`), as its kernels are
+    theirs."""
 
     def __init__(self, prim: Primitive, arity: int, kinds: str | None):
         self.prim = prim
         self.arity = arity
         self.kinds = kinds
         self.table: dict = {}
+        self.slow: dict = {}
 
-    def fill(self, av: Any) -> tuple:
+    def entry(self, av: Any) -> tuple | None:
+        """(kernel, result aval) for operands of aval `av`; None: the general path."""
+        entry = self.table.get(av)
+        if entry is not None or av in self.slow:
+            return entry
         prim = self.prim
-        if self.kinds is not None and av.dtype.kind not in self.kinds:
-            entry = _SLOW
-        else:
+        if self.kinds is None or av.dtype.kind in self.kinds:
             try:
                 fn, out_aval, _ = av.device.dispatch(prim, *([av] * self.arity))
             except TenferroError:  # the general path raises its own error: not remembered
-                return _SLOW
-            entry = _SLOW if out_aval is None else (fn, out_aval)
-        if len(self.table) >= FRONT_SIZE:
-            self.table.clear()
-        self.table[av] = entry
-        return entry
+                return None
+            if out_aval is not None:
+                return _put(self.table, av, (fn, out_aval))
+        _put(self.slow, av, None)
+        return None
+
+
+def _put(table: dict, key: Any, value: Any) -> Any:
+    if len(table) >= FRONT_SIZE:
+        table.clear()
+    table[key] = value
+    return value
 
 
 _FRONTS: list[_Front] = []
@@ -219,6 +243,7 @@ def clear_fronts() -> None:
     """Empty every fast path's table (with the dispatch memos their kernels come from)."""
     for front in _FRONTS:
         front.table.clear()
+        front.slow.clear()
 
 
 def _observed(stack: Any, fn: Any, args: tuple, out_aval: Any, prim: Primitive, device: Any) -> Tensor:
