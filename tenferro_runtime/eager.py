@@ -54,15 +54,12 @@ class EvalTrace(Trace):
                     entry = av.device.dispatch(prim, av)
                     bufs = (args[0]._buf,)
                 else:
-                    return self._slow(prim, args, params)
+                    return self.run(prim, args, params)[0]
             except AttributeError:
                 raise _not_tensor(prim, args) from None
             out_aval = entry[1]
             if out_aval is not None:  # one result, a kernel: the common case
                 return _call(entry[0], bufs, out_aval, prim, av.device)
-        return self._slow(prim, args, params)
-
-    def _slow(self, prim: Primitive, args: tuple, params: dict) -> Any:
         return self.run(prim, args, params)[0]
 
     def run(self, prim: Primitive, args: tuple, params: dict) -> tuple:
@@ -141,18 +138,14 @@ class EvalTrace(Trace):
             return slow(x, y)
 
         def slow(x: Any, y: Any) -> Any:
-            """Python scalars, a first sighting of the aval, observers, the general path."""
-            if type(x) is Tensor:
-                if type(y) is not Tensor:
-                    if (type(y) is float or type(y) is int) and x._aval.dtype.kind in scalar_kinds:
-                        y = constant(name, y, x._aval)
-                    else:
-                        return general(x, y)
-            elif type(y) is Tensor and (type(x) is float or type(x) is int) \
-                    and y._aval.dtype.kind in scalar_kinds:
-                x = constant(name, x, y._aval)
-            else:
-                return general(x, y)
+            """A Python scalar on the left, a first sighting of the aval, observers, the
+            general path (`op` has made a Python scalar on the right a tensor)."""
+            if type(x) is not Tensor:
+                if type(y) is Tensor and (type(x) is float or type(x) is int) \
+                        and y._aval.dtype.kind in scalar_kinds:
+                    x = constant(name, x, y._aval)
+                else:
+                    return general(x, y)
             av = x._aval
             if av is y._aval:
                 entry = front.entry(av)

@@ -87,12 +87,18 @@ def _call_cost(callee: Any, device: Any) -> _Cost:
     return _Cost(callee.name, "call", device, flops, nbytes, parts)
 
 
-def _graph_parts(graph: Any, runtime: Any, by_cat: dict[str, list[int]]) -> None:
+def _graph_ops(graph: Any) -> Iterator[Any]:
+    """The nodes a graph runs, those of fused groups and nested calls (`graph_of`) inlined."""
     for n in graph.nodes:
         inner = getattr(n.prim, "graph_of", None)
         if inner is not None:
-            _graph_parts(inner(n.params), runtime, by_cat)
-            continue
+            yield from _graph_ops(inner(n.params))
+        else:
+            yield n
+
+
+def _graph_parts(graph: Any, runtime: Any, by_cat: dict[str, list[int]]) -> None:
+    for n in _graph_ops(graph):
         f, b = op_cost(runtime, n.prim, [v.aval for v in n.inputs], [v.aval for v in n.outputs], n.params)
         acc = by_cat.setdefault(n.prim.category or "extension", [0, 0])
         acc[0] += f
@@ -123,11 +129,7 @@ def graph_costs(graph: Any, device: Any) -> tuple:
 
 def _graph_costs(graph: Any, device: Any, cache: Any) -> tuple:
     out = []
-    for n in graph.nodes:
-        inner = getattr(n.prim, "graph_of", None)
-        if inner is not None:
-            out.extend(_graph_costs(inner(n.params), device, cache))
-            continue
+    for n in _graph_ops(graph):
         avals = tuple([v.aval for v in n.inputs])
         out_avals = [v.aval for v in n.outputs]
         try:
