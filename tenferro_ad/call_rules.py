@@ -43,9 +43,7 @@ def call_transpose(cts: tuple, *operands: Any, fn: Callee) -> tuple:
 
 def fused_jvp(primals: tuple, tangents: tuple, *, graph: Graph) -> tuple[tuple, tuple]:
     """A fused group differentiates as the callee of its graph."""
-    callee = graph.meta.get("callee")
-    if callee is None:
-        callee = graph.meta.setdefault("callee", Callee(graph, "fused"))
+    callee = graph.derived("callee", lambda: Callee(graph, "fused"))
     return call_jvp(primals, tangents, fn=callee)
 
 

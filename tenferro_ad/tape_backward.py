@@ -29,7 +29,7 @@ def gradients(records: list, live_ids: dict, targets: list, seeds: list, sources
     """The sources' gradients from one replay of the tape's backward graph, or None where
     the per-record walk must run (this context needs each op, or the signature is new).
     `vjp_graph(cache, prim, args, params, outs, live)` is the tape's per-record VJP graph."""
-    stack = tracing._STACK.get()
+    stack = tracing.interpreters()
     if stack is not tracing.BOTTOM and not stack.graphs or not records:
         return None
     slots: dict[int, int] = {}  # id of a tensor -> its slot (its index in `values`)

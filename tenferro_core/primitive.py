@@ -1,8 +1,9 @@
 """The `Primitive`: name, parameter schema, shape/dtype rule and AD flags.
 
 Core primitives and extension ops (family ids such as ``"tenferro_linalg.qr.v1"``)
-are both Primitives; the runtime treats them alike. `bind` is installed by
-`tenferro_runtime`, keeping the core free of any execution machinery.
+are both Primitives; the runtime treats them alike. `bind` calls the binder the
+runtime hands over with `set_binder` (dependency injection: the core holds no
+execution machinery and imports nothing above it).
 """
 
 from __future__ import annotations
@@ -24,6 +25,22 @@ CATEGORIES = (
 )
 
 ShapeRule = Callable[..., Any]
+Binder = Callable[["Primitive", tuple, dict], Any]
+
+
+def _no_binder(prim: Primitive, args: tuple, params: dict) -> Any:
+    raise RuntimeError(
+        f"{prim.name}: no binder is set: import tenferro_runtime (it hands its `bind` to the core "
+        f"with tenferro_core.primitive.set_binder) to execute primitives")
+
+
+_binder: Binder = _no_binder
+
+
+def set_binder(fn: Binder) -> None:
+    """Make `fn(prim, args, params)` what `Primitive.bind` calls (tenferro_runtime's `bind`)."""
+    global _binder
+    _binder = fn
 Resolver = Callable[[Sequence[Aval], dict[str, Any]], dict[str, Any]]
 
 
@@ -90,8 +107,8 @@ class Primitive:
         return self.linear == "all" or i in self.linear
 
     def bind(self, *args: Any, **params: Any) -> Any:
-        """Apply the primitive to tensors (or tracers); tenferro_runtime installs this method."""
-        raise RuntimeError("tenferro_runtime is not imported; import it to execute primitives")
+        """Apply the primitive to tensors (or tracers), by the binder `set_binder` gave."""
+        return _binder(self, args, params)
 
     def check_params(self, params: Mapping[str, Any], avals: Sequence[Aval] = ()) -> dict[str, Any]:
         """The canonical params: every schema key in schema order, exact types, defaults

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from . import array_api, lax, pytree, random  # noqa: I001  (the namespace needs Tensor, imported through it)
+from tenferro_core.primitive import set_binder
+
+from . import array_api, lax, pytree, random
+from . import tensor as _tensor
 from .compiled import compile
 from .dispatch import bind
 from .graph import Graph, eval_graph, trace
 from .runtime import Device, Runtime, default_device, default_runtime, reset_default_runtime, use_runtime
 from .tensor import Tensor
 from .tracing import Observer, Trace, Tracer, new_trace
+
+# The one place the layers are wired, by injection: the core's Primitive.bind calls the
+# runtime's bind, and Tensor's methods and operators delegate to the namespace.
+set_binder(bind)
+_tensor.use_namespace(array_api)
 
 __version__ = "0.1.0"
 __all__ = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -114,12 +115,64 @@ class Memo:
             self._on_clear()
 
 
+class GraphData:
+    """What the runtime derives from a graph (its plan, a backend's fused code, the callee
+    AD makes of it), kept beside the graph rather than in it: graphs are values that passes
+    and executors read but never write. Keyed by the graph's identity (a lookup is one dict
+    read, so kernels may use it per call); an entry goes when its graph does."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._data: dict[int, tuple[weakref.ref, dict]] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get_or_build(self, graph: Any, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The value derived from `graph` under `key`, built once with `build()` (outside the
+        lock: two threads may both build, one result is kept)."""
+        entry = self._data.get(id(graph))
+        if entry is not None and entry[0]() is graph:
+            value = entry[1].get(key, _MISSING)
+            if value is not _MISSING:
+                self.hits += 1
+                return value
+        self.misses += 1
+        value = build()
+        with self._lock:
+            entry = self._data.get(id(graph))
+            if entry is None or entry[0]() is not graph:
+                entry = self._data[id(graph)] = (weakref.ref(graph, self._forget(id(graph))), {})
+            return entry[1].setdefault(key, value)
+
+    def _forget(self, key: int) -> Callable[[Any], None]:
+        def forget(ref: Any) -> None:
+            with self._lock:
+                entry = self._data.get(key)
+                if entry is not None and entry[0] is ref:
+                    del self._data[key]
+
+        return forget
+
+    def stats(self) -> CacheStats:
+        return CacheStats(self.hits, self.misses, 0, len(self._data), 0)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+_MISSING = object()
+
+
 class Caches:
     """The caches of one Runtime by name (dispatch, einsum plans, fft plans, tape VJPs, ...)."""
 
     def __init__(self) -> None:
         self._caches: dict[str, LRUCache] = {}
         self._lock = threading.Lock()
+        self.graph_data = GraphData("graph data")
+        self._caches["graph data"] = self.graph_data  # type: ignore[assignment]
 
     def get(self, name: str, maxsize: int = 4096) -> LRUCache:
         """The cache called `name`, created with `maxsize` on first use."""

@@ -28,7 +28,6 @@ import numpy as np
 
 from tenferro_core.errors import ArgumentError, ConcretizationError
 
-from . import tracing
 from .caches import LRUCache
 from .executor import build_executable
 from .graph import Graph, GraphTrace, trace
@@ -36,6 +35,7 @@ from .graph_prims import call_p
 from .pipeline import PassSpec, optimize
 from .pytree import _NODES, tree_flatten, tree_unflatten, unflattener
 from .tensor import Tensor
+from .tracing import BOTTOM, interpreters
 
 log = logging.getLogger("tenferro_runtime.compile")
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "maxsize", "currsize"])
@@ -87,8 +87,7 @@ class Callee:
     def optimized(self) -> Graph:
         """The graph after the pass pipeline (built once)."""
         if self._optimized is None:
-            graph = self.graph.replace()
-            graph.meta["donated"] = self.donated
+            graph = self.graph.replace(meta={**self.graph.meta, "donated": self.donated})
             self._optimized = optimize(graph, _runtime_of(graph), self.passes)
         return self._optimized
 
@@ -315,7 +314,7 @@ class Compiled:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key, tensors = self._key(args, kwargs)
         callee, rebuild_out = self._entry(key, args, kwargs)
-        if tracing._STACK.get() is tracing.BOTTOM or not tensors:  # concrete values only
+        if interpreters() is BOTTOM or not tensors:  # concrete values only
             outs = callee.run(tensors)
         else:
             outs = call_p.bind(*tensors, fn=callee)

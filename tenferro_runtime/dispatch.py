@@ -14,17 +14,16 @@ from typing import Any
 
 from tenferro_core.primitive import Primitive
 
-from . import tracing
 from .eager import EVAL, _with_device
-from .tracing import top_trace
+from .tracing import BOTTOM, interpreters, notify, top_trace
 
 _NO_PARAMS: dict = {}
 
 
 def bind(prim: Primitive, args: tuple, params: dict = _NO_PARAMS) -> Any:
     """Apply `prim` to `args` (tensors or tracers) with `params` under this context's stack."""
-    stack = _STACK.get()
-    if stack is _BOTTOM:
+    stack = interpreters()
+    if stack is BOTTOM:
         return EVAL.process(prim, args, params)
     top = top_trace(args, stack) if stack.traces else None  # observers only: an escaped tracer
     if top is None:  # still fails in the eager interpreter (reaching its buffer raises)
@@ -43,20 +42,8 @@ def bind(prim: Primitive, args: tuple, params: dict = _NO_PARAMS) -> Any:
             if not avals:
                 params, _ = _with_device(prim, params)
             params = prim.check_params(params, avals)
-        for o in observers:
-            o.observe(prim, args, params, out)
+        notify(stack, prim, args, params, out)
     return out
 
-
-def _bind_method(self: Primitive, *args: Any, **params: Any) -> Any:
-    """`Primitive.bind(*operands, **params)`: `bind`, with its eager case inlined (the method
-    is how rules and the namespace call primitives, so it is hot)."""
-    if _STACK.get() is _BOTTOM:
-        return EVAL.process(self, args, params)
-    return bind(self, args, params)
-
-
-Primitive.bind = _bind_method
-_STACK, _BOTTOM = tracing._STACK, tracing.BOTTOM
 
 __all__ = ["bind"]

@@ -16,9 +16,10 @@ from typing import Any
 
 from tenferro_core.errors import ArgumentError, ArgumentValueError
 
-from . import tracing
 from .graph import Graph, Var, eval_graph
+from .kernels import check_outputs, failed
 from .plan import build_plan, wrap_outputs
+from .tracing import eager_only
 
 
 class BackendCompileWarning(UserWarning):
@@ -35,11 +36,8 @@ class NodeByNode:
         self.graph = graph
 
     def run(self, args: tuple) -> list:
-        token = tracing._STACK.set(tracing.BOTTOM)
-        try:
+        with eager_only():
             return eval_graph(self.graph, *args)
-        finally:
-            tracing._STACK.reset(token)
 
 
 class PlanExecutable:
@@ -58,17 +56,32 @@ class PlanExecutable:
 class BackendExecutable:
     """What an executor or a backend's compile(graph, device) returned: a function of input
     buffers giving output buffers, wrapped back into tensors of the graph's output avals.
-    `kind` names who built it ("backend", or the executor's name)."""
+    `kind` names who built it ("backend", or the executor's name). What the runner raises is
+    a KernelError naming it; its first results (every result with kernel checks on) are
+    checked against the graph's output avals, as a kernel's are."""
 
-    __slots__ = ("fn", "wrap", "kind")
+    __slots__ = ("fn", "wrap", "kind", "device", "who", "_avals", "_check")
 
-    def __init__(self, fn: Any, graph: Graph, kind: str = "backend"):
+    def __init__(self, fn: Any, graph: Graph, kind: str = "backend", device: Any = None):
         self.fn = fn
         self.kind = kind
+        self.device = device
+        self.who = (f"executor {kind!r}" if kind != "backend" else
+                    f"backend {device.backend.name!r}" if device is not None else "backend") + \
+            f" running a graph of {len(graph.nodes)} node(s)" + (f" on {device}" if device else "")
         self.wrap = [(v.aval, False) if isinstance(v, Var) else (v, True) for v in graph.outputs]
+        self._avals = [v.aval if isinstance(v, Var) else None for v in graph.outputs]
+        self._check = device is not None
 
     def run(self, args: tuple) -> list:
-        return wrap_outputs(self.fn([a._buf for a in args]), self.wrap)
+        try:
+            outs = self.fn([a._buf for a in args])
+        except Exception as exc:
+            raise failed(None, self.device, exc, who=self.who)  # noqa: B904
+        if self._check:
+            check_outputs(self.who, self.device, self._avals, outs)
+            self._check = self.device.runtime.check_kernels
+        return wrap_outputs(outs, self.wrap)
 
 
 def graph_device(graph: Graph) -> Any:
@@ -125,12 +138,12 @@ def build_executable(graph: Graph, executor: str | None = None) -> Any:
             check_executor(runtime, name)
             fn = _try(runtime.executors[name][0], graph, device, f"executor {name!r}")
             if fn is not None:
-                return BackendExecutable(fn, graph, name)
+                return BackendExecutable(fn, graph, name, device)
         compile_ = getattr(device.backend, "compile", None)
         if compile_ is not None and executor is None:
             fn = _try(compile_, graph, device, f"backend {device.backend.name!r}")
             if fn is not None:
-                return BackendExecutable(fn, graph)
+                return BackendExecutable(fn, graph, "backend", device)
     plan = build_plan(graph)
     if plan is not None:
         return PlanExecutable(plan)

@@ -19,12 +19,11 @@ import numpy as np
 from tenferro_core.avals import Aval
 from tenferro_core.errors import ArgumentError, TenferroError
 
-from . import tracing
 from .eager import _not_tensor, _with_device
 from .plan import build_plan
 from .pytree import tree_flatten, tree_unflatten
 from .tensor import Tensor
-from .tracing import Trace, Tracer, new_trace
+from .tracing import BOTTOM, Trace, Tracer, interpreters, new_trace
 
 # The layers themselves; every loaded plugin's top-level package is skipped too (Runtime records).
 _LAYERS = frozenset({"tenferro_core", "tenferro_runtime", "tenferro_ad", "contextlib"})
@@ -83,13 +82,16 @@ _ids = itertools.count()
 
 
 class Var:
-    """An SSA value of a graph."""
+    """An SSA value of a graph (immutable)."""
 
     __slots__ = ("aval", "id")
 
     def __init__(self, aval: Aval):
-        self.aval = aval
-        self.id = next(_ids)
+        object.__setattr__(self, "aval", aval)
+        object.__setattr__(self, "id", next(_ids))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a graph Var is immutable (tried to set {name!r}); make a new Var")
 
     def __repr__(self) -> str:
         return f"Var({self.id}:{self.aval.str_short()})"
@@ -107,16 +109,18 @@ class Node:
 @dataclass(eq=False)
 class Graph:
     """inputs -> nodes -> outputs; `consts` binds the captured values. Compared and hashed by
-    identity: a graph is never edited once built (passes make new ones), so it can key caches."""
+    identity: a graph is never edited once built (passes make new ones; the pipeline hands
+    each plugin pass a `copy`, so one that edits in place cannot reach the original), so it
+    keys caches. What the runtime derives from a graph (its plan, a backend's fused code)
+    lives beside it (`derived`), not in it."""
 
     inputs: list[Var]
     nodes: list[Node] = field(default_factory=list)
     outputs: list[Any] = field(default_factory=list)
     consts: dict[Var, Any] = field(default_factory=dict)
     out_tree: Any = None
-    # eval_graph's Plan, built on first eager evaluation (a graph is not edited after that)
-    plan: Any = field(default=None, repr=False, compare=False)
-    # what passes learned about the graph (the buffer plan, the schedule report, ...)
+    # what passes concluded about the graph (the buffer plan, the schedule report, donated
+    # inputs), given when the graph is made (`replace(meta=...)`)
     meta: dict = field(default_factory=dict, repr=False, compare=False)
 
     def replace(self, **changes: Any) -> Graph:
@@ -126,6 +130,17 @@ class Graph:
                   "consts": self.consts, "out_tree": self.out_tree, "meta": dict(self.meta)}
         fields.update(changes)
         return Graph(**fields)
+
+    def copy(self) -> Graph:
+        """A graph equal to this one that shares no mutable structure with it (lists, dicts,
+        nodes, params, nested graphs); Vars and constants are shared (they are immutable)."""
+        return Graph(list(self.inputs), [_copy_node(n) for n in self.nodes], list(self.outputs),
+                     dict(self.consts), self.out_tree, dict(self.meta))
+
+    def derived(self, key: Any, build: Any) -> Any:
+        """What the runtime derived from this graph under `key` (built once by `build()`,
+        kept in its runtime's `graph data` cache for as long as the graph lives)."""
+        return _runtime_of(self).caches.graph_data.get_or_build(self, key, build)
 
     def __str__(self) -> str:
         names: dict[int, str] = {}
@@ -157,6 +172,20 @@ class Graph:
             lines.append(f"{body:<60}  # {n.site}")
         lines.append(f"  in ({', '.join(name(v) for v in self.outputs)}) }}")
         return "\n".join(lines)
+
+
+def _copy_node(n: Node) -> Node:
+    params = {k: v.copy() if isinstance(v, Graph) else v for k, v in n.params.items()}
+    return Node(n.prim, list(n.inputs), params, list(n.outputs), n.site)
+
+
+def _runtime_of(graph: Graph) -> Any:
+    """The runtime a graph's values belong to (the default one for a graph with none)."""
+    for v in graph.inputs:
+        return v.aval.device.runtime
+    for v in graph.consts:
+        return v.aval.device.runtime
+    return _runtime(None)
 
 
 def _short(v: Any) -> str:
@@ -285,7 +314,7 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     the graph's Plan replays its kernels on buffers (plan.py)."""
     if len(args) != len(graph.inputs):
         raise TenferroError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
-    stack = tracing._STACK.get()
+    stack = interpreters()
     plan = _ready_plan(graph, stack)
     if plan is not None and plan.accepts(args):
         outs = plan.run(args)
@@ -304,11 +333,9 @@ def _ready_plan(graph: Graph, stack: Any) -> Any:
     """The graph's Plan where it may replay now (only the eager interpreter, or observers that
     take whole graphs, in this context's `stack`), built on first use; None elsewhere, or
     where the graph has no plan."""
-    plan = graph.plan
-    if plan is _NO_PLAN or (stack is not tracing.BOTTOM and not stack.graphs):
+    if stack is not BOTTOM and not stack.graphs:
         return None
-    if plan is None:
-        plan = graph.plan = build_plan(graph) or _NO_PLAN
+    plan = graph.derived("plan", lambda: build_plan(graph) or _NO_PLAN)
     return None if plan is _NO_PLAN else plan
 
 

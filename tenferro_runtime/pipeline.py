@@ -53,7 +53,7 @@ def optimize(graph: Graph, runtime: Any, passes: PassSpec = None) -> Graph:
     current = graph
     for name, fn in select(runtime, passes):
         try:
-            new = fn(current)
+            new = fn(current.copy())  # a pass that edits in place cannot reach `current`
             _check(name, current, new)
         except Exception as exc:
             err = exc if isinstance(exc, PluginError) else PluginError(
@@ -61,9 +61,7 @@ def optimize(graph: Graph, runtime: Any, passes: PassSpec = None) -> Graph:
                 f"node(s): {type(exc).__name__}: {exc}; fix the pass, or leave it out with "
                 f"TENFERRO_PASSES / compile(..., passes=...)")
             warnings.warn(f"{err} -- running this function unoptimized", PassWarning, stacklevel=4)
-            out = graph.replace()
-            out.meta["pass_error"] = err
-            return out
+            return graph.replace(meta={**graph.meta, "pass_error": err})
         current = new
     return current
 

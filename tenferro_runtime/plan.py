@@ -17,8 +17,10 @@ from typing import Any
 
 from tenferro_core.errors import TenferroError
 
-from .eager import kernel_error, params_key
+from .eager import params_key
+from .kernels import call, check_result
 from .tensor import Tensor
+from .tracing import eager_only
 
 _new_tensor = object.__new__
 _FOLD_MAX = 1 << 16  # elements: larger constant results are recomputed rather than kept
@@ -27,10 +29,11 @@ _FOLD_MAX = 1 << 16  # elements: larger constant results are recomputed rather t
 class Plan:
     """Kernels of a graph in order over a flat list of buffer slots."""
 
-    __slots__ = ("device", "in_avals", "template", "steps", "outputs", "reuse", "_run", "_wrap")
+    __slots__ = ("device", "in_avals", "template", "steps", "outputs", "reuse", "avals", "_run",
+                 "_wrap")
 
     def __init__(self, device: Any, in_avals: tuple, template: list, steps: list, outputs: list,
-                 reuse: dict | None = None):
+                 reuse: dict | None = None, avals: dict | None = None):
         self.device = device
         self.in_avals = in_avals
         self.template = template  # slot -> constant buffer, None for inputs and node results
@@ -39,18 +42,19 @@ class Plan:
         self.outputs = outputs  # (slot, aval) per graph output, or (None, value) for a non-Var
         # step index -> (dead slot its result is written into, the kernel's out form)
         self.reuse = reuse or {}
-        self._run: Any = None  # the steps as one generated function (plan_codegen), on first run
+        self.avals = avals or {}  # result slot -> aval: what the first run checks
+        self._run: Any = None  # the steps as one generated function (plan_codegen), after the first run
         self._wrap = [(aval, slot is None) for slot, aval in outputs]
 
     def source(self) -> str:
         """The generated Python the plan runs (for debugging)."""
         return self._generate()[1]
 
-    def _generate(self) -> tuple[Any, str]:
+    def _generate(self, check: list | None = None) -> tuple[Any, str]:
         from .plan_codegen import generate
 
         return generate(self.steps, self.template, len(self.in_avals),
-                        [slot for slot, _ in self.outputs], self.device, self.reuse)
+                        [slot for slot, _ in self.outputs], self.device, self.reuse, check)
 
     def accepts(self, args: tuple) -> bool:
         """True when `args` are concrete tensors of the plan's input avals (and device)."""
@@ -63,15 +67,25 @@ class Plan:
         """The graph's outputs from concrete input tensors (see `accepts`)."""
         run = self._run
         if run is None:
-            run = self._run = self._generate()[0]
+            return wrap_outputs(self._first_run([a._buf for a in args]), self._wrap)
         return wrap_outputs(run([a._buf for a in args]), self._wrap)
 
     def run_buffers(self, bufs: list) -> list:
         """The graph's output buffers from its input buffers (an executor's runner)."""
         run = self._run
         if run is None:
-            run = self._run = self._generate()[0]
+            return self._first_run(bufs)
         return run(bufs)
+
+    def _first_run(self, bufs: list) -> list:
+        """Run the generated code with each result checked against its aval (kernels that
+        never ran eagerly, an executor's own included, are checked here), then switch to the
+        generated code without checks (with them, under kernel checks)."""
+        checks = [tuple(self.avals[o] for o in step[3]) for step in self.steps]
+        checked = self._generate(checks)[0]
+        out = checked(bufs)
+        self._run = checked if self.device.runtime.check_kernels else self._generate()[0]
+        return out
 
 
 def wrap_outputs(bufs: Any, wrap: list) -> list:
@@ -89,19 +103,14 @@ def wrap_outputs(bufs: Any, wrap: list) -> list:
     return results
 
 
-def _execute(steps: list, env: list, device: Any) -> None:
+def _execute(steps: list, env: list, device: Any, avals: dict | None = None) -> None:
     """Run `steps` in order, reading and writing buffer slots of `env` (and dropping the
-    slots a step frees)."""
+    slots a step frees); with `avals` (result slot -> aval), each result is checked against
+    the aval the graph promised (a plan's first run)."""
     for fn, prim, ins, outs, params, multiple, frees in steps:
-        try:
-            if params is None:
-                out = fn(*[env[i] for i in ins])
-            else:
-                out = fn(*[env[i] for i in ins], **params)
-        except TenferroError:
-            raise
-        except Exception as exc:
-            raise kernel_error(prim, device, exc) from exc
+        out = call(fn, prim, device, [env[i] for i in ins], params)
+        if avals is not None:
+            check_result(prim, device, tuple(avals[o] for o in outs), out)
         if multiple:
             for o, b in zip(outs, out):
                 env[o] = b
@@ -114,14 +123,9 @@ def _execute(steps: list, env: list, device: Any) -> None:
 def _decomposed(prim: Any, in_avals: tuple) -> Any:
     """A kernel running `prim`'s decomposition (an extension op without a kernel on this
     device) on buffers, evaluated eagerly below any observer as node-by-node evaluation does."""
-    from . import tracing
-
     def kernel(*bufs: Any, **params: Any) -> Any:
-        token = tracing._STACK.set(tracing.BOTTOM)
-        try:
+        with eager_only():
             out = prim.decomposition(*[Tensor._new(b, a) for b, a in zip(bufs, in_avals)], **params)
-        finally:
-            tracing._STACK.reset(token)
         return [o._buf for o in out] if prim.multiple_results else out._buf
 
     kernel.__name__ = f"decomposition of {prim.name}"
@@ -196,7 +200,7 @@ class _Builder:
         step = (fn, prim, ins, tuple(outs), dict(params) if params else None, prim.multiple_results)
         if (not prim.effects and all(i in self.known for i in ins)
                 and sum(v.aval.size for v in node.outputs) <= _FOLD_MAX):
-            _execute([(*step, ())], self.template, device)  # constant folding
+            _execute([(*step, ())], self.template, device, self.avals)  # constant folding
             self.known.update(outs)
         else:
             if own:
@@ -282,7 +286,8 @@ def build_plan(graph: Any, kernel_for: Any = None) -> Plan | None:
     frees = b.checked_frees(out_slots)
     steps = [(*step, fr) for step, fr in zip(b.steps, frees)]
     reuse = _reuse(b, steps, out_slots, device, graph, memory) if memory is not None else None
-    return Plan(device, tuple(v.aval for v in graph.inputs), b.template, steps, outputs, reuse)
+    return Plan(device, tuple(v.aval for v in graph.inputs), b.template, steps, outputs, reuse,
+                b.avals)
 
 
 def _reuse(b: _Builder, steps: list, out_slots: set, device: Any, graph: Any, memory: Any) -> dict:

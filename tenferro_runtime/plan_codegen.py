@@ -1,19 +1,19 @@
 """A Plan's steps as one generated Python function: the replay loop unrolled.
 
 Each buffer slot is a local variable, each kernel and param value a global of the
-function, frees are `del`s; a kernel's exception becomes the `KernelError` naming its
-primitive (the step index is kept in a local). Same kernels, same order, same buffers as
-`plan._execute`, with no per-step tuple unpacking, list building or `**params` merging: the
-per-call overhead of a compiled function is a few microseconds.
+function, frees are `del`s; what a kernel raises goes to `kernels.failed` with its
+primitive (the step index is kept in a local). A kernel still wrapped in its first-call
+check runs plain here: the plan's first run checked every result (`Plan._first_run`).
+Same kernels, same order, same buffers as `plan._execute`, with no per-step tuple
+unpacking, list building or `**params` merging: the per-call overhead of a compiled
+function is a few microseconds.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tenferro_core.errors import TenferroError
-
-from .eager import kernel_error
+from .kernels import check_result, failed, plain
 
 
 def _holders() -> int:
@@ -37,16 +37,16 @@ _HOLDERS = _holders()
 
 
 def generate(steps: list, template: list, n_inputs: int, out_slots: list, device: Any,
-             reuse: dict | None = None) -> tuple[Any, str]:
+             reuse: dict | None = None, check: list | None = None) -> tuple[Any, str]:
     """(run(bufs) -> [output buffers], its source) for a plan's steps; `reuse` maps a step to
-    (the dead slot whose buffer its result is written into, the kernel's out form)."""
+    (the dead slot whose buffer its result is written into, the kernel's out form). With
+    `check` (each step's result avals), every result is compared with them as it is made."""
     reuse = reuse or {}
     kept = {entry[0] for entry in reuse.values()}  # freed by the step that writes into them
     # __name__: kernels' IEEE warnings (log(0), inf - inf) are as silent here as in eager
     # evaluation (the warnings filter tenferro_numpy.kernels installs names this module)
-    glb: dict[str, Any] = {"__name__": "tenferro_runtime.plan", "TenferroError": TenferroError,
-                           "_kernel_error": kernel_error, "_device": device,
-                           "_prims": [s[1] for s in steps]}
+    glb: dict[str, Any] = {"__name__": "tenferro_runtime.plan", "_failed": failed, "_device": device,
+                           "_prims": [s[1] for s in steps], "_check": check_result, "_avals": check}
     names: dict[int, str] = {}
     for i in range(n_inputs):
         names[i] = f"s{i}"
@@ -56,7 +56,7 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
             names[i] = f"c{i}"
     body = [f"    s{i} = bufs[{i}]" for i in range(n_inputs)]
     for k, (fn, _prim, ins, outs, params, multiple, frees) in enumerate(steps):
-        glb[f"f{k}"] = fn
+        glb[f"f{k}"] = plain(fn)
         args = [names.get(i, f"s{i}") for i in ins]
         if k in reuse:
             dead, form, donated = reuse[k]
@@ -67,6 +67,8 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
                 glb["_donatable"] = device.backend.donatable
                 call = f"{call} if _donatable(s{dead}, {_HOLDERS}) else f{k}({', '.join(args)})"
             body.append(f"        s{outs[0]} = {call}")
+            if check is not None:
+                body.append(f"        _check(_prims[k], _device, _avals[k], s{outs[0]})")
             names[outs[0]] = f"s{outs[0]}"
             dead_names = [f"s{dead}"] + [f"s{i}" for i in frees
                                          if i not in kept and names.get(i, "").startswith("s")]
@@ -79,7 +81,12 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
             names[o] = f"s{o}"
         target = ", ".join(f"s{o}" for o in outs) + ("," if multiple and len(outs) == 1 else "") or "_"
         body.append(f"        k = {k}")
-        body.append(f"        {target} = f{k}({', '.join(args)})")
+        if check is not None:
+            body.append(f"        r = f{k}({', '.join(args)})")
+            body.append("        _check(_prims[k], _device, _avals[k], r)")
+            body.append(f"        {target} = r")
+        else:
+            body.append(f"        {target} = f{k}({', '.join(args)})")
         dead = [f"s{i}" for i in frees if i not in kept and names.get(i, "").startswith("s")]
         if dead:
             body.append(f"        del {', '.join(dead)}")
@@ -88,9 +95,8 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
     result = ", ".join(names.get(s, f"s{s}") if s is not None else "None" for s in out_slots)
     src = "\n".join([
         "def run(bufs):", *head, "    k = -1", "    try:", *steps_src,
-        "    except TenferroError:", "        raise",
         "    except Exception as exc:",
-        "        raise _kernel_error(_prims[k], _device, exc) from exc",
+        "        raise _failed(_prims[k], _device, exc)",
         f"    return [{result}]", ""])
     exec(compile(src, "<tenferro plan>", "exec"), glb)
     return glb["run"], src

@@ -17,7 +17,7 @@ from typing import Any
 
 from tenferro_core import catalog
 from tenferro_core.dtypes import DType
-from tenferro_core.errors import DeviceError, MissingKernelError, PluginError
+from tenferro_core.errors import DeviceError, DTypeError, MissingKernelError, PluginError
 from tenferro_core.plugins import Plugin, PluginReport, Registration, discover, make_plugin_manager
 from tenferro_core.primitive import Primitive
 
@@ -83,6 +83,29 @@ def _build_constant(vtype: type, value: Any, aval: Any, name: str) -> Any:
     return constant_buffer(name, value, aval)
 
 
+_DEFAULT_FLOATS = ("float32", "float64")
+
+
+def _default_float(value: Any) -> DType:
+    """`Runtime(default_float_dtype=)`, else $TENFERRO_DEFAULT_FLOAT, else float64; DTypeError
+    (a TypeError) naming the argument or the variable for anything but float32 or float64."""
+    from tenferro_core import dtypes as D
+
+    where = "Runtime(default_float_dtype=...)"
+    if value is None:
+        value = os.environ.get("TENFERRO_DEFAULT_FLOAT") or "float64"
+        where = "the environment variable TENFERRO_DEFAULT_FLOAT"
+    try:
+        d = D.as_dtype(value)
+    except DTypeError:
+        d = None
+    if d is None or d.name not in _DEFAULT_FLOATS:
+        raise DTypeError(
+            f"{where} must be float32 or float64 (the real floating dtypes every backend holds), "
+            f"got {value!r}; set it to 'float32' (models) or 'float64' (NumPy's default)")
+    return d
+
+
 def _package_of(obj: Any) -> str:
     """The top-level package a plugin object (module, class or instance) comes from."""
     mod = obj.__name__ if isinstance(obj, type(os)) else getattr(obj, "__module__", None)
@@ -102,12 +125,16 @@ class Runtime:
     plugin failure instead of reporting it. `check_kernels` (default: the
     environment variable ``TENFERRO_CHECK_KERNELS=1``) compares every kernel's
     result with the op's abstract eval. `dispatch_cache_size` bounds each device's
-    dispatch cache (signatures seen by eager dispatch).
+    dispatch cache (signatures seen by eager dispatch). `default_float_dtype` (float32 or
+    float64; default: the environment variable ``TENFERRO_DEFAULT_FLOAT``, else float64 as
+    NumPy) is the dtype of Python floats and of creation functions and random floats without
+    a dtype.
     """
 
     def __init__(self, plugins: Iterable[Any] = (), *, reports: Iterable[PluginReport] = (),
                  strict: bool = False, check_kernels: bool | None = None,
-                 dispatch_cache_size: int = 8192):
+                 dispatch_cache_size: int = 8192, default_float_dtype: Any = None):
+        self._default_float = _default_float(default_float_dtype)
         if check_kernels is None:
             check_kernels = os.environ.get("TENFERRO_CHECK_KERNELS", "") not in ("", "0")
         self.check_kernels = bool(check_kernels)
@@ -137,12 +164,20 @@ class Runtime:
 
     @classmethod
     def from_entry_points(cls, allow: Iterable[str] | None = None,
-                          block: Iterable[str] | None = None, strict: bool = False) -> Runtime:
-        """Discover plugins of entry-point group ``tenferro`` (honouring the allow/block lists)."""
+                          block: Iterable[str] | None = None, strict: bool = False,
+                          **options: Any) -> Runtime:
+        """Discover plugins of entry-point group ``tenferro`` (honouring the allow/block lists);
+        `options` are the constructor's keywords (``default_float_dtype=float32``, ...)."""
         plugins, reports = discover(allow, block)
         if strict and any(r.error for r in reports):
             raise PluginError(next(r.error for r in reports if r.error))
-        return cls(plugins, reports=reports, strict=strict)
+        return cls(plugins, reports=reports, strict=strict, **options)
+
+    @property
+    def default_float_dtype(self) -> DType:
+        """The dtype of Python floats, float lists, and creation functions and random floats
+        without a dtype (float32 or float64; fixed when the runtime is built)."""
+        return self._default_float
 
     # ---- loading -------------------------------------------------------
     def _load(self, plugin: Plugin, strict: bool) -> None:
@@ -401,6 +436,6 @@ def default_device(spec: str | Device) -> Iterator[Device]:
 
 def _clear_fronts() -> None:
     """Empty the eager fast paths' tables, whose kernels come from the dispatch memos."""
-    from .eager import clear_fronts
+    from .fast_paths import clear_fronts
 
     clear_fronts()

@@ -7,12 +7,13 @@ in-place operators and `__setitem__` compute a new buffer and rebind it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from tenferro_core.avals import Aval
-from tenferro_core.errors import DTypeError, ShapeError, TenferroError
+from tenferro_core.errors import ArgumentError, DTypeError, ShapeError, TenferroError
 
 _API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 
@@ -199,6 +200,108 @@ class Tensor:
             raise DTypeError(f"only integer tensors can be used as an index, got {self.dtype}")
         return int(self._scalar("index"))
 
+    # ---- methods (delegates to the namespace) ----------------------------
+    # The methods NumPy arrays, PyTorch tensors and JAX arrays share, each one call of the
+    # Array API namespace (so tracers get them too); keywords as the namespace names them.
+    def __iter__(self) -> Iterator[Tensor]:
+        if not self._aval.shape:
+            raise ArgumentError("iteration over a 0-d tensor; use t.item() for its value")
+        return (self[i] for i in range(self._aval.shape[0]))
+
+    @property
+    def real(self) -> Tensor:
+        return _xp.real(self)
+
+    @property
+    def imag(self) -> Tensor:
+        return _xp.imag(self)
+
+    def conj(self) -> Tensor:
+        return _xp.conj(self)
+
+    def abs(self) -> Tensor:
+        return _xp.abs(self)
+
+    def sum(self, axis: Any = None, *, dtype: Any = None, keepdims: bool = False) -> Tensor:
+        return _xp.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def prod(self, axis: Any = None, *, dtype: Any = None, keepdims: bool = False) -> Tensor:
+        return _xp.prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        return _xp.mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        return _xp.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        return _xp.min(self, axis=axis, keepdims=keepdims)
+
+    def std(self, axis: Any = None, *, correction: float | None = None, ddof: float | None = None,
+            keepdims: bool = False) -> Tensor:
+        """Standard deviation; `ddof` (NumPy's name) is the same as `correction`."""
+        return _xp.std(self, axis=axis, correction=_correction("std", correction, ddof),
+                       keepdims=keepdims)
+
+    def var(self, axis: Any = None, *, correction: float | None = None, ddof: float | None = None,
+            keepdims: bool = False) -> Tensor:
+        """Variance; `ddof` (NumPy's name) is the same as `correction`."""
+        return _xp.var(self, axis=axis, correction=_correction("var", correction, ddof),
+                       keepdims=keepdims)
+
+    def argmax(self, axis: int | None = None, *, keepdims: bool = False) -> Tensor:
+        return _xp.argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis: int | None = None, *, keepdims: bool = False) -> Tensor:
+        return _xp.argmin(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        return _xp.all(self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        return _xp.any(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape: Any, copy: bool | None = None) -> Tensor:
+        """``t.reshape(2, 3)`` or ``t.reshape((2, 3))``; one entry may be -1."""
+        return _xp.reshape(self, _shape_args("reshape", shape), copy=copy)
+
+    def transpose(self, *axes: Any) -> Tensor:
+        """No axes: reverse them (as NumPy); else ``permute_dims``, as ``t.transpose(1, 0)`` or
+        ``t.transpose((1, 0))``."""
+        if not axes or axes == (None,):
+            axes = (tuple(range(self.ndim - 1, -1, -1)),)
+        return _xp.permute_dims(self, _shape_args("transpose", axes))
+
+    def astype(self, dtype: Any, *, copy: bool = True, device: Any = None) -> Tensor:
+        return _xp.astype(self, dtype, copy=copy, device=device)
+
+    def flatten(self) -> Tensor:
+        """A 1-d copy of the elements in row-major order (as NumPy's ``flatten``)."""
+        return _xp.reshape(self, (self.size,), copy=True)
+
+    def squeeze(self, axis: Any = None) -> Tensor:
+        """Remove size-1 axes: `axis` ones, or every one when None (as NumPy)."""
+        if axis is None:
+            axis = tuple(i for i, n in enumerate(self.shape) if n == 1)
+        return _xp.squeeze(self, axis=axis)
+
+    def clip(self, min: Any = None, max: Any = None) -> Tensor:
+        return _xp.clip(self, min=min, max=max)
+
+    def round(self, decimals: int = 0) -> Tensor:
+        """Round halves to even; `decimals` digits as NumPy (scaled by ``10**decimals``)."""
+        if isinstance(decimals, bool) or not isinstance(decimals, int):
+            raise ArgumentError(f"round: decimals must be an int, got {type(decimals).__name__} "
+                                f"{decimals!r}")
+        if decimals == 0 or (decimals > 0 and self.dtype.kind in "biu"):
+            return _xp.round(self)
+        if self.dtype.kind not in "fc":
+            raise DTypeError(f"round: decimals={decimals} needs a floating or complex tensor, got "
+                             f"{self.dtype}; convert it with astype first")
+        if decimals > 0:
+            return _xp.round(self * 10.0 ** decimals) / 10.0 ** decimals
+        return _xp.round(self / 10.0 ** -decimals) * 10.0 ** -decimals
+
     # ---- operators -----------------------------------------------------
     def __getitem__(self, key: Any) -> Tensor:
         return _xp._indexing.getitem(self, key)
@@ -250,6 +353,25 @@ class Tensor:
         return _xp.bitwise_invert(self)
 
 
+
+def _correction(name: str, correction: Any, ddof: Any) -> Any:
+    """std/var's degrees-of-freedom correction from `correction` or NumPy's `ddof` (not both)."""
+    if correction is not None and ddof is not None:
+        raise ArgumentError(f"{name}: pass correction or ddof (the same thing), not both; got "
+                            f"correction={correction!r}, ddof={ddof!r}")
+    value = correction if ddof is None else ddof
+    return 0.0 if value is None else value
+
+
+def _shape_args(name: str, args: tuple) -> Any:
+    """A shape or axes given as ``f(2, 3)`` or ``f((2, 3))``."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(args[0])
+    if not args:
+        raise ArgumentError(f"{name}() needs a shape, as {name}(2, 3) or {name}((2, 3)); got none")
+    return args
+
+
 def copy_slots(src: Tensor, dst: Tensor) -> None:
     """Make `dst` hold what `src` holds (every slot set on `src`, through the slot descriptors,
     so a tracer's buffer guard is not in the way)."""
@@ -298,9 +420,12 @@ _COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_eq
             "eq": "equal", "ne": "not_equal"}
 
 
-def install_operators(xp: Any) -> None:
-    """Make Tensor's operators the namespace functions themselves (``a + b`` is ``xp.add(a, b)``,
-    with no wrapper in between); called by the namespace once it is built."""
+def use_namespace(xp: Any) -> None:
+    """Hand Tensor the Array API namespace its methods delegate to, and make its operators
+    the namespace functions themselves (``a + b`` is ``xp.add(a, b)``, no wrapper in between).
+    Called once by the package's ``__init__``: this module imports nothing above it."""
+    global _xp
+    _xp = xp
     for short, fname in _BINARY.items():
         fn = getattr(xp, fname)
         setattr(Tensor, f"__{short}__", fn)
@@ -310,4 +435,4 @@ def install_operators(xp: Any) -> None:
         setattr(Tensor, f"__{short}__", getattr(xp, fname))
 
 
-from . import array_api as _xp  # noqa: E402  (the namespace imports Tensor first)
+_xp: Any = None  # the Array API namespace (use_namespace)

@@ -111,11 +111,6 @@ class Tracer(Tensor):
         return self.__reduce_ex__(2)
 
 
-def interpreters() -> tuple:
-    """This context's interpreter stack, bottom (the eager interpreter) first."""
-    return _STACK.get()
-
-
 class _Stack(tuple):
     """An interpreter stack with its observers, those of them that want `before` calls, and
     its traces above the eager interpreter listed once (read on every call by `bind` and the
@@ -138,7 +133,9 @@ def _stack(entries: tuple) -> _Stack:
 
 
 def _set(stack: tuple) -> contextvars.Token:
-    return _STACK.set(BOTTOM if len(stack) == 1 else _stack(stack))
+    if len(stack) == 1:
+        return _STACK.set(BOTTOM)
+    return _STACK.set(_stack(stack))
 
 
 @contextlib.contextmanager
@@ -198,11 +195,18 @@ def observers() -> tuple[Observer, ...]:
     return _STACK.get().observers
 
 
+def notify(stack: _Stack, prim: Any, args: tuple, params: dict, out: Any) -> None:
+    """Tell the observers of `stack` that `prim` ran on `args` with canonical `params` and
+    gave `out`: the one place observers are told about an op (bind, the eager fast paths,
+    `observe`)."""
+    for o in stack.observers:
+        o.observe(prim, args, params, out)
+
+
 def observe(prim: Any, args: tuple, params: dict, out: Any) -> None:
     """Tell this context's observers that `out` was made from `args` without a kernel
     (e.g. a fresh wrapper over the same buffer, reported as `copy`)."""
-    for o in observers():
-        o.observe(prim, args, params, out)
+    notify(_STACK.get(), prim, args, params, out)
 
 
 def notify_assign(obj: Tensor, new: Tensor) -> None:
@@ -211,20 +215,45 @@ def notify_assign(obj: Tensor, new: Tensor) -> None:
         o.assigned(obj, new)
 
 
-BOTTOM: _Stack
-_STACK: contextvars.ContextVar[_Stack]
+class EagerInterpreter(Trace):
+    """The eager interpreter's place at the bottom of every stack (level 0). `bind` hands a
+    primitive none of whose operands is traced to `eager.EVAL`, which runs the kernel; this
+    entry only marks the bottom, so this module needs nothing from the interpreter above it."""
+
+    level = 0
+    active = True
+
+    def __repr__(self) -> str:
+        return "EagerInterpreter()"
 
 
-def install_bottom(eval_trace: Trace) -> None:
-    """Create the stack with `eval_trace` at its bottom (eager.py does, once, on import)."""
-    global BOTTOM, _STACK
-    BOTTOM = _stack((eval_trace,))
-    _STACK = contextvars.ContextVar("tenferro_interpreters", default=BOTTOM)
+BOTTOM: _Stack = _stack((EagerInterpreter(),))
+"""The stack of a context with no transformation and no observer: the eager interpreter alone."""
+_STACK: contextvars.ContextVar[_Stack] = contextvars.ContextVar("tenferro_interpreters", default=BOTTOM)
+
+interpreters = _STACK.get
+"""This context's interpreter stack, bottom first (a C-level call: hot paths read it)."""
 
 
-from . import eager as _eager  # noqa: E402, F401  (installs the eager interpreter at the bottom)
+@contextlib.contextmanager
+def eager_only() -> Iterator[None]:
+    """Run the block with the eager interpreter alone on this context's stack (no
+    transformation, no observer), restoring the stack after: how executors and passes
+    evaluate on concrete values below whatever the caller has active."""
+    token = _STACK.set(BOTTOM)
+    try:
+        yield
+    finally:
+        _STACK.reset(token)
+
+
+def is_eager() -> bool:
+    """True when this context's stack is the eager interpreter alone."""
+    return _STACK.get() is BOTTOM
+
 
 __all__ = [
-    "BOTTOM", "Observer", "Trace", "Tracer", "interpreters", "new_trace", "notify_assign", "observe",
-    "observers", "pop", "push_observer", "remove_observer", "top_trace",
+    "BOTTOM", "EagerInterpreter", "Observer", "Trace", "Tracer", "eager_only", "interpreters",
+    "is_eager", "new_trace", "notify", "notify_assign", "observe", "observers", "pop",
+    "push_observer", "remove_observer", "top_trace",
 ]

@@ -18,7 +18,7 @@ from tenferro_core import dtypes as D
 from tenferro_core.errors import KernelError, KernelMemoryError
 from tenferro_runtime import Runtime, use_runtime
 from tenferro_runtime import array_api as xp
-from tenferro_runtime.eager import is_out_of_memory
+from tenferro_runtime.kernels import is_out_of_memory
 
 TORCH_CPU_OOM = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
                  "memory: you tried to allocate 52776558133248 bytes. Error code 12 (Cannot allocate memory)")

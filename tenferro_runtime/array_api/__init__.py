@@ -1,7 +1,8 @@
 """A namespace conforming to the Python Array API standard 2025.12.
 
 float16 and bfloat16 are extras beyond the standard: the names are here, but
-`__array_namespace_info__().dtypes()` lists only the standard dtypes.
+`__array_namespace_info__().dtypes()` lists only the standard dtypes. So is `logaddexp2`
+(NumPy's, PyTorch's and JAX's).
 
 `linalg` and `fft` resolve to the installed extension packages (registered
 through the plugin hook); without them they raise MissingExtensionError, an
@@ -49,10 +50,6 @@ from ._statistical import *  # noqa: F403
 from ._utility import *  # noqa: F403
 
 __array_api_version__ = "2025.12"
-
-from ..tensor import install_operators as _install_operators  # noqa: E402
-
-_install_operators(_sys.modules[__name__])
 
 e = _math.e
 inf = _math.inf

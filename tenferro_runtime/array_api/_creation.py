@@ -21,6 +21,16 @@ from ._helpers import full as _full
 _KIND_RANK = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
 
 
+def _python_dtype(pytype: type, device: Any) -> D.DType:
+    """The dtype of Python `pytype` values on `device`: floats (and complex numbers) in its
+    runtime's default float dtype (`Runtime.default_float_dtype`), ints int64, bools bool."""
+    if pytype is float:
+        return device.runtime.default_float_dtype
+    if pytype is complex:
+        return D.complex_of(device.runtime.default_float_dtype)
+    return D.as_dtype(pytype)
+
+
 def _natural_dtype(host: np.ndarray) -> D.DType:
     if host.dtype == object:
         raise ShapeError(
@@ -32,7 +42,10 @@ def _natural_dtype(host: np.ndarray) -> D.DType:
     return D.from_numpy(host.dtype)
 
 
-def _python_ints(obj: Any, shape: tuple[int, ...], dtype: D.DType) -> np.ndarray | None:
+_INT_ORDER = (D.int8, D.uint8, D.int16, D.uint16, D.int32, D.uint32, D.int64, D.uint64)
+
+
+def _exact_ints(obj: Any, shape: tuple[int, ...]) -> np.ndarray | None:
     """`obj` as an object array of Python ints (None unless every element is a true int)."""
     try:
         objs = np.array(obj, dtype=object)
@@ -42,35 +55,48 @@ def _python_ints(obj: Any, shape: tuple[int, ...], dtype: D.DType) -> np.ndarray
         isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in objs.flat
     ):
         return None
-    lo, hi = int(min(objs.flat)), int(max(objs.flat))
+    return objs
+
+
+def _check_int_range(lo: int, hi: int, dtype: D.DType) -> None:
+    """The one refusal of integers beyond `dtype`'s range (a scalar or a sequence alike)."""
     info = np.iinfo(dtype.numpy)
-    if lo < info.min or hi > info.max:
-        raise DTypeError(
-            f"asarray: values in [{lo}, {hi}] do not fit {dtype} ({info.min}..{info.max}); "
-            f"pick a wider dtype"
-        )
-    return objs.astype(dtype.numpy)
+    if info.min <= lo and hi <= info.max:
+        return
+    wider = next((d for d in _INT_ORDER if np.iinfo(d.numpy).min <= lo and hi <= np.iinfo(d.numpy).max),
+                 None)
+    advice = (f"pick a dtype that holds them, e.g. {wider}" if wider is not None else
+              "no integer dtype holds them: use a float dtype (dtype=float64) or smaller values")
+    raise DTypeError(
+        f"asarray: values in [{lo}, {hi}] do not fit {dtype} ({info.min}..{info.max}); {advice}"
+    )
 
 
 def _host_from_python(obj: Any, dtype: D.DType | None) -> np.ndarray:
+    """A host array of Python scalars or (nested) sequences, in `dtype` (or the natural one).
+
+    Integers are checked against an integer `dtype` as Python ints, exactly, so a scalar and a
+    sequence holding the same values are refused with the same DTypeError (NumPy may have made
+    float64 or objects of them: [0, 2**64 - 1], 2**64)."""
     try:
         host = np.asarray(obj)
     except (ValueError, OverflowError) as exc:
         raise ShapeError(f"asarray: cannot convert {type(obj).__name__} to an array: {exc}") from None
-    if host.dtype.kind == "O" and isinstance(obj, int):
-        raise DTypeError(f"asarray: Python int {obj} does not fit in int64 or uint64")
+    if dtype is not None and dtype.kind in "iu" and host.size:
+        exact = _exact_ints(obj, host.shape) if host.dtype.kind in "fO" else None
+        if exact is not None:
+            _check_int_range(int(min(exact.flat)), int(max(exact.flat)), dtype)
+            host = exact.astype(dtype.numpy)
+        elif host.dtype.kind in "iu":
+            _check_int_range(int(host.min()), int(host.max()), dtype)
     if host.dtype.kind == "O" and host.size and all(isinstance(v, numbers.Number) for v in host.flat):
         big = max((v for v in host.flat if isinstance(v, int)), key=abs, default=None)
         if big is not None and dtype is not None and dtype.kind in "fc":
             host = host.astype(dtype.numpy)  # huge ints into a float dtype, as asked
-        elif big is not None:  # a regular sequence of numbers NumPy kept as objects: an int too large
+        elif big is not None:  # numbers NumPy kept as objects: an int beyond int64 and uint64
             raise DTypeError(
                 f"asarray: Python int {big} does not fit in int64 or uint64 (the largest integer "
                 f"dtypes); use a float dtype (dtype=float64) or smaller values")
-    if dtype is not None and dtype.kind in "iu" and host.dtype.kind in "fO" and host.size:
-        exact = _python_ints(obj, host.shape, dtype)  # e.g. [0, 2**64 - 1]: NumPy mixes them into float64
-        if exact is not None:
-            host = exact
     natural = _natural_dtype(host)
     if host.dtype.kind == "i" and host.dtype != np.int64:
         natural = D.int64  # NumPy picks uint64 only for ints beyond int64
@@ -81,15 +107,17 @@ def _host_from_python(obj: Any, dtype: D.DType | None) -> np.ndarray:
             f"asarray: Python {natural.name} data cannot be stored as {dtype} without losing "
             f"information; convert explicitly with astype after creating the tensor"
         )
-    if dtype.kind in "iu" and host.size:
-        info = np.iinfo(dtype.numpy)
-        lo, hi = host.min(), host.max()
-        if lo < info.min or hi > info.max:
-            raise DTypeError(
-                f"asarray: values in [{lo}, {hi}] do not fit {dtype} ({info.min}..{info.max}); "
-                f"pick a wider dtype"
-            )
     return host.astype(dtype.numpy, copy=False)
+
+
+def _canonical(host: np.ndarray, dtype: D.DType) -> np.ndarray:
+    """`host` (C-contiguous) with `dtype`'s own NumPy type: NumPy spells some dtypes two ways
+    (np.ulonglong and np.uint64 are equal dtypes of distinct types on Linux; NumPy gives the
+    former for Python ints beyond int64), and backends (torch.from_numpy) may take only one."""
+    host = np.asarray(host, order="C")
+    if host.dtype.type is not dtype.numpy.type:
+        host = host.view(dtype.numpy)
+    return host
 
 
 def from_host(host: np.ndarray, device: Any = None) -> Tensor:
@@ -103,7 +131,7 @@ def from_host(host: np.ndarray, device: Any = None) -> Tensor:
             f"device {dev} does not support {dtype}; it supports "
             f"{sorted(d.name for d in dev.dtypes)}"
         )
-    host = np.asarray(host, order="C")
+    host = _canonical(host, dtype)
     return Tensor._new(dev.backend.from_host(host, dev.id), Aval(host.shape, dtype, dev))
 
 
@@ -113,7 +141,9 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
     try:
         return _asarray(obj, dtype, device, copy)
     except MemoryError as exc:
-        from ..eager import KernelMemoryError, memory_error
+        from tenferro_core.errors import KernelMemoryError
+
+        from ..kernels import memory_error
 
         if isinstance(exc, KernelMemoryError):
             raise
@@ -168,7 +198,19 @@ def _asarray(obj: Any, dtype: Any, device: Any, copy: bool | None) -> Tensor:
         if copy is False:
             raise ArgumentError("asarray: copy=False is impossible for Python scalars and sequences")
         host = _host_from_python(obj, dtype)
+        if dtype is None and host.dtype.type in (np.float64, np.complex128):
+            want = _python_dtype(float if host.dtype.kind == "f" else complex, resolve_device(device))
+            if want.numpy != host.dtype and _python_numbers(obj):
+                host = host.astype(want.numpy)
     return from_host(host, device)
+
+
+def _python_numbers(obj: Any) -> bool:
+    """Whether `obj` is a Python number or a (nested) list/tuple of them only (no arrays or
+    tensors, whose own dtype is kept)."""
+    if isinstance(obj, (list, tuple)):
+        return all(_python_numbers(v) for v in obj)
+    return type(obj) in (bool, int, float, complex)
 
 
 def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Tensor:
@@ -204,7 +246,7 @@ def to_device(x: Tensor, device: Any, /, *, stream: Any = None) -> Tensor:
         return x
     if not dst.supports(x.dtype):
         raise DTypeError(f"to_device: {dst} does not support {x.dtype}; convert with astype first")
-    host = np.asarray(x.device.backend.to_host(x._buf), order="C")
+    host = _canonical(x.device.backend.to_host(x._buf), x.dtype)
     return Tensor._new(dst.backend.from_host(host, dst.id), Aval(x.shape, x.dtype, dst))
 
 
@@ -217,12 +259,10 @@ def full(shape: Any, fill_value: bool | int | float | complex, *, dtype: Any = N
     """Array API `full`."""
     if not isinstance(fill_value, (bool, int, float, complex)):
         raise ArgumentError(f"full: fill_value must be a Python scalar, got {type(fill_value).__name__}")
-    if dtype is None:
-        dtype = D.as_dtype(type(fill_value))
-    dtype = D.as_dtype(dtype)
+    dev = resolve_device(device)
+    dtype = _python_dtype(type(fill_value), dev) if dtype is None else D.as_dtype(dtype)
     from ._helpers import check_scalar_fits
 
-    dev = resolve_device(device)
     if D.promote_scalar(dtype, fill_value) is not dtype and dtype.kind != "c":
         raise DTypeError(f"full: fill_value {fill_value!r} does not fit dtype {dtype} without a cast")
     check_scalar_fits("full", fill_value, dtype)
@@ -231,12 +271,12 @@ def full(shape: Any, fill_value: bool | int | float | complex, *, dtype: Any = N
 
 def zeros(shape: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     return full(shape, 0.0 if dtype is None else False if D.as_dtype(dtype) is D.bool_ else 0,
-                dtype=dtype or D.DEFAULT_FLOAT, device=device)
+                dtype=dtype, device=device)
 
 
 def ones(shape: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     return full(shape, 1.0 if dtype is None else True if D.as_dtype(dtype) is D.bool_ else 1,
-                dtype=dtype or D.DEFAULT_FLOAT, device=device)
+                dtype=dtype, device=device)
 
 
 def empty(shape: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
@@ -315,7 +355,8 @@ def arange(start: int | float, /, stop: int | float | None = None, step: int | f
         stop = _number_arg("arange", "stop", stop)
     args = (start, stop, step)
     floats = any(isinstance(v, float) for v in args)
-    dtype = (D.DEFAULT_FLOAT if floats else D.DEFAULT_INT) if dtype is None else D.as_dtype(dtype)
+    dev = resolve_device(device)
+    dtype = _python_dtype(float if floats else int, dev) if dtype is None else D.as_dtype(dtype)
     if dtype is D.bool_:
         raise DTypeError("arange: expected a numeric dtype, got bool; compare an integer arange instead")
     if step == 0:
@@ -331,7 +372,6 @@ def arange(start: int | float, /, stop: int | float | None = None, step: int | f
     else:
         n = -((start - stop) // step)
     n = check_count("arange", "the number of values", max(n, 0), dtype.itemsize)
-    dev = resolve_device(device)
     if dtype.kind in "iu":
         if floats and not all(float(v).is_integer() for v in args):
             raise DTypeError(
@@ -365,9 +405,9 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = N
     n_rows = _index_arg("eye", "n_rows", n_rows)
     n_cols = n_rows if n_cols is None else _index_arg("eye", "n_cols", n_cols)
     k = _index_arg("eye", "k", k, nonneg=False)
-    dtype = D.DEFAULT_FLOAT if dtype is None else D.as_dtype(dtype)
-    check_size("eye", (n_rows, n_cols), max(dtype.itemsize, 8))  # the int64 iota grids of _band
     dev = resolve_device(device)
+    dtype = _python_dtype(float, dev) if dtype is None else D.as_dtype(dtype)
+    check_size("eye", (n_rows, n_cols), max(dtype.itemsize, 8))  # the int64 iota grids of _band
     mask = _band(n_rows, n_cols, k, lax.eq, dev)
     return mask if dtype is D.bool_ else lax.convert(mask, new_dtype=dtype)
 
@@ -389,14 +429,12 @@ def linspace(start: int | float | complex, stop: int | float | complex, /, num: 
     if not isinstance(endpoint, bool):
         raise ArgumentError(f"linspace: endpoint must be True or False, got {endpoint!r}")
     is_complex = isinstance(start, complex) or isinstance(stop, complex)
-    if dtype is None:
-        dtype = D.DEFAULT_COMPLEX if is_complex else D.DEFAULT_FLOAT
-    dtype = D.as_dtype(dtype)
+    dev = resolve_device(device)
+    dtype = _python_dtype(complex if is_complex else float, dev) if dtype is None else D.as_dtype(dtype)
     if dtype.kind not in "fc" or (is_complex and dtype.kind != "c"):
         wanted = "a complex dtype (the endpoints are complex)" if is_complex else \
             "a floating-point or complex dtype"
         raise DTypeError(f"linspace: expected {wanted}, got {dtype}; use arange for integer steps")
-    dev = resolve_device(device)
     rwork = _work_dtype(dev, D.float64, D.real_of(dtype))
     work = D.complex_of(rwork) if dtype.kind == "c" else rwork
     conv = complex if work.kind == "c" else float

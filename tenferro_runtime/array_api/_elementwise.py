@@ -8,8 +8,9 @@ dtype rules where the standard leaves them to the implementation:
 
 - Floating-point functions (``divide``, ``sqrt``, ``exp``, ``sin``, ``atan2``,
   ``hypot``, ``logaddexp``, ``reciprocal``, ...) accept integer tensors and
-  compute in the default floating dtype (float64), as NumPy and PyTorch do:
-  ``divide(int_arr, int_arr)`` is float64. Bool inputs raise DTypeError.
+  compute in the runtime's default floating dtype (`Runtime.default_float_dtype`,
+  float64 unless set), as NumPy and PyTorch do: ``divide(int_arr, int_arr)`` is
+  float64. Bool inputs raise DTypeError.
 - Arithmetic on bool (``add``, ``negative``, ``abs``, ...) raises DTypeError;
   a bool tensor with a Python int scalar promotes to int64.
 - ``logical_*`` accept numeric tensors and use their truth value (x != 0).
@@ -35,9 +36,9 @@ from tenferro_core.errors import DTypeError
 
 from .. import lax
 from ..dispatch import bind
-from ..eager import EVAL
+from ..fast_paths import fast_binary, fast_unary
 from ..tensor import Tensor
-from ._helpers import _INT_RANGE, check_tensor, constant, elementwise_operands, fresh
+from ._helpers import _INT_RANGE, check_tensor, constant, default_float, elementwise_operands, fresh
 
 # ---------------------------------------------------------------- helpers
 
@@ -57,7 +58,7 @@ def to_inexact(name: str, x: Any) -> Any:
     if kind in "fc":
         return x
     if kind in "iu":
-        return lax.convert(x, new_dtype=D.DEFAULT_FLOAT)
+        return lax.convert(x, new_dtype=default_float(x.device))
     raise DTypeError(
         f"{name}: expected a floating-point, complex or integer tensor, got bool; "
         f"convert it first, e.g. astype(x, float64)"
@@ -71,7 +72,7 @@ def float_operands(name: str, x1: Any, x2: Any, real: bool = False) -> list:
     if kind == "f" or (kind == "c" and not real):
         return ops
     if kind in "iu":
-        return [lax.convert(t, new_dtype=D.DEFAULT_FLOAT) for t in ops]
+        return [lax.convert(t, new_dtype=default_float(t.device)) for t in ops]
     wanted = "real floating-point or integer" if real else "floating-point, complex or integer"
     raise DTypeError(
         f"{name}: expected {wanted} operands, got {ops[0].dtype}"
@@ -119,10 +120,10 @@ def divide(x1: Any, x2: Any, /) -> Tensor:
 
 
 # the eager interpreter's fast path in front: one aval, no promotion, no broadcasting
-add = EVAL.fast_binary(catalog.add, add, constant=constant)
-subtract = EVAL.fast_binary(catalog.sub, subtract, constant=constant)
-multiply = EVAL.fast_binary(catalog.mul, multiply, constant=constant)
-divide = EVAL.fast_binary(catalog.div, divide, kinds="fc", constant=constant)
+add = fast_binary(catalog.add, add, constant=constant)
+subtract = fast_binary(catalog.sub, subtract, constant=constant)
+multiply = fast_binary(catalog.mul, multiply, constant=constant)
+divide = fast_binary(catalog.div, divide, kinds="fc", constant=constant)
 
 
 def pow(x1: Any, x2: Any, /) -> Tensor:
@@ -145,7 +146,7 @@ def negative(x: Any, /) -> Tensor:
     return lax.neg(x)
 
 
-negative = EVAL.fast_unary(catalog.neg, negative, "iufc")
+negative = fast_unary(catalog.neg, negative, "iufc")
 
 
 def positive(x: Any, /) -> Tensor:
@@ -233,7 +234,7 @@ def _float_unary(name: str, prim: Any, doc: str) -> Any:
             return complex_special(name, prim, x)
         return prim(x)
 
-    return EVAL.fast_unary(prim.__self__, _named(fn, name, doc), "f")
+    return fast_unary(prim.__self__, _named(fn, name, doc), "f")
 
 
 acos = _float_unary("acos", lax.acos, "Inverse cosine (principal value).")
@@ -358,6 +359,7 @@ from ._elementwise_special import (  # noqa: E402  (builds on the helpers above)
     log2,
     log10,
     logaddexp,
+    logaddexp2,
     nextafter,
     remainder,
     round,
@@ -369,7 +371,7 @@ __all__ = [
     "bitwise_left_shift", "bitwise_invert", "bitwise_or", "bitwise_right_shift", "bitwise_xor",
     "ceil", "clip", "conj", "copysign", "cos", "cosh", "divide", "equal", "exp", "expm1", "floor",
     "floor_divide", "greater", "greater_equal", "hypot", "imag", "isfinite", "isinf", "isnan",
-    "less", "less_equal", "log", "log1p", "log2", "log10", "logaddexp", "logical_and",
+    "less", "less_equal", "log", "log1p", "log2", "log10", "logaddexp", "logaddexp2", "logical_and",
     "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "multiply", "negative",
     "nextafter", "not_equal", "positive", "pow", "real", "reciprocal", "remainder", "round",
     "sign", "signbit", "sin", "sinh", "square", "sqrt", "subtract", "tan", "tanh", "trunc",

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import tracing
 from ..graph import Graph, Var
 from ..tensor import Tensor
+from ..tracing import eager_only
 from .cse import _key, pinned
 
 
@@ -41,13 +41,11 @@ def fold_constants(graph: Graph, max_elements: int = 65536) -> Graph:
 def _evaluate(node: Any, args: list) -> list | None:
     """`node` bound on `args` under the eager interpreter alone (no trace or tape sees it);
     None if that raises or gives other avals than the node's."""
-    token = tracing._STACK.set(tracing.BOTTOM)
     try:
-        out = node.prim.bind(*args, **node.params)
+        with eager_only():
+            out = node.prim.bind(*args, **node.params)
     except Exception:
         return None
-    finally:
-        tracing._STACK.reset(token)
     out = list(out) if node.prim.multiple_results else [out]
     if len(out) != len(node.outputs) or any(
             type(t) is not Tensor or t._aval is not v.aval for t, v in zip(out, node.outputs)):

@@ -148,10 +148,10 @@ def schedule(graph: Graph) -> Graph:
         new, peak1, joules1, order = graph.replace(), peak0, joules0, list(range(len(graph.nodes)))
     moved = sum(i != j for i, j in enumerate(order))
     report = ScheduleReport(peak0, peak1, joules0, joules1, moved, tuple(sorted(uncosted)))
-    new.meta["schedule"] = report
+    meta = {**new.meta, "schedule": report}
     if moved:
-        new.meta.pop("memory", None)  # a buffer plan is for the old order
-    return new
+        meta.pop("memory", None)  # a buffer plan is for the old order
+    return new.replace(meta=meta)
 
 
 __all__ = ["CACHE_BYTES", "JOULES_PER_BYTE", "JOULES_PER_CACHED_BYTE", "JOULES_PER_FLOP",

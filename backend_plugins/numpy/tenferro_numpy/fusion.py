@@ -42,18 +42,12 @@ _FRESH = (np.where, K._convert, K._clamp, K._div, K._rem, K._pow, K._rsqrt, K._l
 
 def fused_kernel(*bufs: Any, graph: Any) -> tuple:
     """The group `graph`'s outputs on `bufs`, one buffer each."""
-    entry = graph.meta.get("numpy_fused")
-    if entry is None or entry[2] is not graph:  # Graph.replace copies meta
-        entry = graph.meta["numpy_fused"] = (*_compile(graph), graph)
-    return entry[0](*bufs)
+    return graph.derived("numpy_fused", lambda: _compile(graph))[0](*bufs)
 
 
 def generated_source(graph: Any) -> str:
     """The Python source the fused kernel runs for `graph` (for debugging)."""
-    entry = graph.meta.get("numpy_fused")
-    if entry is None or entry[2] is not graph:
-        entry = graph.meta["numpy_fused"] = (*_compile(graph), graph)
-    return entry[1]
+    return graph.derived("numpy_fused", lambda: _compile(graph))[1]
 
 
 def _c_ordered(b: np.ndarray) -> bool:

@@ -19,9 +19,8 @@ _QUIET = {"divide": "ignore", "invalid": "ignore", "over": "ignore", "under": "i
 # those modules' names, so this filter silences them without np.errstate (about
 # 1 us a call) and leaves warnings from users' own NumPy code alone. Kernels that
 # go through NumPy's Python-level functions (np.sum, np.einsum) use np.errstate.
-warnings.filterwarnings(
-    "ignore", category=RuntimeWarning, module=r"tenferro_(runtime\.(eager|plan)|numpy\.kernels)$"
-)
+warnings.filterwarnings("ignore", category=RuntimeWarning,
+                        module=r"tenferro_(runtime\.(eager|plan|kernels|fast_paths)|numpy\.kernels)$")
 
 
 def _uf(fn):

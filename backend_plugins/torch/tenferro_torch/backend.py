@@ -35,7 +35,7 @@ def _raise_if_out_of_memory(what: str, device: str, exc: BaseException) -> None:
     """Raise the runtime's typed `KernelMemoryError` (chained to `exc`) when `exc` is an
     allocation failure (NumPy's MemoryError, torch's allocator RuntimeError or
     OutOfMemoryError)."""
-    from tenferro_runtime.eager import is_out_of_memory, memory_error
+    from tenferro_runtime.kernels import is_out_of_memory, memory_error
 
     if is_out_of_memory(exc):
         raise memory_error(what, f"torch:{device}", exc) from exc

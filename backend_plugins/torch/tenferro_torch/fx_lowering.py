@@ -71,16 +71,11 @@ def _bound(fn: Any, params: dict, name: str) -> Any:
 def _fallback(fn: Any, params: dict, prim: Any, device: Any) -> Any:
     """The plan's kernel for one node, run outside the compiled graph (dynamo does not trace
     it); a failure is the runtime's typed KernelError, as in the plan."""
-    from tenferro_runtime.eager import kernel_error
+    from tenferro_runtime.kernels import call
 
     @torch.compiler.disable
     def fallback(*bufs: Any) -> Any:
-        try:
-            return fn(*bufs, **params)
-        except TenferroError:
-            raise
-        except Exception as exc:
-            raise kernel_error(prim, device, exc) from exc
+        return call(fn, prim, device, bufs, params)
 
     fallback.__name__ = fallback.__qualname__ = f"tf_fallback_{prim.name}".replace(".", "_")
     return fallback

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tenferro_core.errors import KernelError, TenferroError
+from tenferro_runtime.kernels import failed
 
 log = logging.getLogger("tenferro_torch.inductor")
 
@@ -57,7 +58,7 @@ class _Runner:
     generic plan runs the graph from then on (with a BackendCompileWarning). Under
     TENFERRO_CHECK_KERNELS every output is checked against the graph's avals."""
 
-    __slots__ = ("fn", "sources", "graph", "device", "first", "check")
+    __slots__ = ("fn", "sources", "graph", "device", "first")
 
     def __init__(self, fn: Any, sources: list, graph: Any, device: Any):
         self.fn = fn
@@ -67,7 +68,6 @@ class _Runner:
         self.graph = graph
         self.device = device
         self.first = fn is not None
-        self.check = bool(device.runtime.check_kernels)
 
     def __call__(self, bufs: list) -> list:
         if self.first:
@@ -77,14 +77,9 @@ class _Runner:
         else:
             try:
                 out = self.fn(*bufs)
-            except TenferroError:
-                raise
             except Exception as exc:
-                raise self._error(exc) from exc
-        result = [out[x] if k == "fx" else bufs[x] if k == "in" else x for k, x in self.sources]
-        if self.check:
-            self._check(result)
-        return result
+                raise failed(None, self.device, exc, who=self._who())  # noqa: B904
+        return [out[x] if k == "fx" else bufs[x] if k == "in" else x for k, x in self.sources]
 
     def _first(self, bufs: list) -> Any:
         try:
@@ -110,33 +105,9 @@ class _Runner:
         self.first = False
         return out
 
-    def _error(self, exc: BaseException) -> TenferroError:
-        """The typed error for a compiled graph that raised `exc` (a KernelMemoryError for an
-        allocation failure), as a plan's kernel error would be."""
-        from tenferro_runtime.eager import is_out_of_memory, memory_error
-
-        what = f"a graph of {len(self.graph.nodes)} node(s) compiled by Inductor"
-        if is_out_of_memory(exc):
-            return memory_error(what, self.device, exc)
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        return KernelError(f"inductor: {what} on {self.device} raised {type(exc).__name__}: "
-                           f"{first_line}; compile with backend='plan' to see which primitive")
-
-    def _check(self, result: list) -> None:
-        from tenferro_runtime.graph import Var
-
-        from .ops.common import FROM_TORCH
-
-        for i, (buf, v) in enumerate(zip(result, self.graph.outputs)):
-            if not isinstance(v, Var):
-                continue
-            got = (tuple(buf.shape), FROM_TORCH.get(buf.dtype), str(buf.device))
-            want = (v.aval.shape, v.aval.dtype, self.device.id)
-            if got != want:
-                raise KernelError(f"inductor: output {i} of a compiled graph on {self.device} is "
-                                  f"{got[1]}{list(got[0])} on {got[2]}, the graph promised "
-                                  f"{want[1]}{list(want[0])} on {want[2]}; this is a bug in the "
-                                  f"lowering or a kernel: compile with backend='plan' meanwhile")
+    def _who(self) -> str:
+        return (f"inductor: a graph of {len(self.graph.nodes)} node(s) compiled by Inductor on "
+                f"{self.device} (compile with backend='plan' to see which primitive)")
 
 
 __all__ = ["compile_graph"]
