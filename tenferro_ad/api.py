@@ -16,7 +16,7 @@ from typing import Any
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.graph import Graph, GraphTrace, eval_graph, trace
-from tenferro_runtime.pytree import tree_flatten, tree_unflatten
+from tenferro_runtime.pytree import tree_flatten, tree_unflatten, unregistered_hint
 from tenferro_runtime.tensor import Tensor
 from tenferro_runtime.tracing import new_trace
 
@@ -30,7 +30,9 @@ def _as_tensor(x: Any, what: str) -> Tensor:
         return x
     if isinstance(x, (float, complex, int)) and not isinstance(x, bool):
         return xp.asarray(x)
-    raise ArgumentError(f"{what} must be a tenferro Tensor (or a Python number), got {type(x).__name__}")
+    hint = "" if type(x).__module__ == "builtins" else f"; {unregistered_hint(x)}"
+    raise ArgumentError(f"{what} must be a tenferro Tensor (or a Python number), got "
+                        f"{type(x).__name__}{hint}")
 
 
 def _check_callable(fn: Any, name: str) -> None:

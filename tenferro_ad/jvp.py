@@ -14,6 +14,7 @@ import functools
 from typing import Any
 
 from tenferro_core.errors import MissingRuleError
+from tenferro_runtime.runtime import default_runtime
 from tenferro_runtime.tracing import Trace, Tracer
 
 from .ad_util import Zero, instantiate, is_zero
@@ -86,11 +87,18 @@ def jvp_rule(prim: Any, tangents: tuple, runtime: Any) -> Any:
         from .custom import vjp_rule_jvp
 
         return functools.partial(vjp_rule_jvp, prim, vjp)
-    raise missing_rule(prim, "jvp", tangents)
+    raise missing_rule(prim, "jvp", tangents, runtime)
 
 
-def missing_rule(prim: Any, kind: str, tangents: tuple = ()) -> MissingRuleError:
+def missing_rule(prim: Any, kind: str, tangents: tuple = (), runtime: Any = None) -> MissingRuleError:
     what = f"extension op (family id {prim.name!r})" if prim.family else f"primitive {prim.name!r}"
+    runtime = runtime or default_runtime()
+    off = runtime.disabled_plugins("tenferro_ad", label="the AD plugin")
+    if prim.family:
+        off += runtime.disabled_plugins(prim.name.split(".")[0])
+    if off:  # the rules are there, in a plugin that is switched off
+        return MissingRuleError(f"cannot differentiate {what}: no {kind} rule is registered; "
+                                f"{'; '.join(off)}")
     why = ""
     bad = [i for i, t in enumerate(tangents) if not is_zero(t) and not prim.linear_in(i)]
     if prim.linear and bad:

@@ -31,9 +31,10 @@ def backward_pass(graph: Graph, cts_out: list[Any]) -> list[Any]:
             continue  # no cotangent reaches it; an effectful node is transposed anyway
         cts = [Zero(v.aval) if ct is None else ct for v, ct in zip(node.outputs, cts)]
         operands = [graph.consts[v] if v in graph.consts else UndefinedPrimal(v.aval) for v in node.inputs]
-        rule = node.outputs[0].aval.device.runtime.rule("transpose", node.prim)
+        runtime = node.outputs[0].aval.device.runtime
+        rule = runtime.rule("transpose", node.prim)
         if rule is None:
-            raise missing_rule(node.prim, "transpose")
+            raise missing_rule(node.prim, "transpose", runtime=runtime)
         ct_arg = tuple(cts) if node.prim.multiple_results else cts[0]
         in_cts = rule(ct_arg, *operands, **node.params)
         for v, op, ct in zip(node.inputs, operands, in_cts):

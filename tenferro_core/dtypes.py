@@ -1,6 +1,8 @@
 """dtypes and the Array API type-promotion lattice.
 
-A `DType` is an interned singleton compared by identity. Promotion follows the
+A `DType` is an interned singleton compared by identity (``x.dtype is float32``); ``==`` also
+accepts NumPy's spellings of the same dtype (``x.dtype == np.float32``, ``== "float32"``);
+hashing is by identity (see `DType.__hash__`). Promotion follows the
 Array API standard inside a kind (bool, signed, unsigned, floating, complex);
 across kinds the result is the operand of the higher kind (bool < integer <
 floating < complex), as in PyTorch and JAX. Pairs with no exact common type
@@ -68,6 +70,25 @@ class DType:
 
     __str__ = __repr__
 
+    def __eq__(self, other: Any) -> bool:
+        """Identity among DTypes; also True against the same dtype spelt as NumPy spells it
+        (``np.float32``, ``np.dtype("float32")``, ``"float32"``, ``"f4"``), False against other
+        dtypes, NotImplemented for objects that are no dtype at all."""
+        if type(other) is DType:
+            return other is self
+        d = _spelling(other)
+        return NotImplemented if d is None else d is self
+
+    def __ne__(self, other: Any) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    # Hashing stays identity's (a C call: dtypes sit in every aval and cache key). Python cannot
+    # give one hash to a DType, its name, its NumPy dtype and its scalar type at once, so only
+    # DType == DType (identity) is hash-consistent; NumPy's dtypes equal "float32" and hash
+    # differently from it too. Key dicts by DType, not by a spelling.
+    __hash__ = object.__hash__
+
     def __reduce__(self):
         return (as_dtype, (self.name,))
 
@@ -101,6 +122,8 @@ INEXACT = FLOATING + COMPLEX
 NUMERIC = INTEGER + INEXACT
 
 DEFAULT_INT = int64
+# NumPy's defaults; a Runtime may choose float32 instead (`Runtime.default_float_dtype`), and the
+# namespace asks the runtime of the device it works on
 DEFAULT_FLOAT = float64
 DEFAULT_COMPLEX = complex128
 DEFAULT_INDEX = int64
@@ -135,6 +158,21 @@ def as_dtype(obj: Any) -> DType:
         f"expected a dtype (one of {', '.join(d.name for d in ALL_DTYPES)}), got {obj!r}; "
         f"pass a tenferro dtype such as tenferro_core.dtypes.float32"
     )
+
+
+def _spelling(obj: Any) -> DType | None:
+    """The DType a dtype name, NumPy dtype or NumPy/Python scalar type spells; None otherwise."""
+    if isinstance(obj, str):
+        d = _BY_NAME.get(obj)
+        if d is not None:
+            return d
+    elif not isinstance(obj, (np.dtype, type)):
+        return None
+    try:
+        npd = np.dtype(obj)
+    except (TypeError, ValueError):
+        return None
+    return _BY_NUMPY.get(npd) or (bfloat16 if npd.name == "bfloat16" else None)
 
 
 def from_numpy(npd: np.dtype) -> DType:
@@ -209,8 +247,9 @@ def real_of(d: DType) -> DType:
     return d
 
 
-def promote_scalar(d: DType, value: Any) -> DType:
-    """The dtype of `array(d) op python_scalar` (the array's dtype wins within its kind)."""
+def promote_scalar(d: DType, value: Any, default_float: DType = DEFAULT_FLOAT) -> DType:
+    """The dtype of `array(d) op python_scalar` (the array's dtype wins within its kind); a
+    float (complex) scalar with a bool or integer array gives `default_float` (its complex)."""
     if isinstance(value, bool):
         kind = 0
     elif isinstance(value, int):
@@ -227,8 +266,8 @@ def promote_scalar(d: DType, value: Any) -> DType:
     if kind == 1:
         return DEFAULT_INT
     if kind == 2:
-        return DEFAULT_FLOAT
-    return complex_of(d) if dk == 2 else DEFAULT_COMPLEX
+        return default_float
+    return complex_of(d) if dk == 2 else complex_of(default_float)
 
 
 def result_type(*dtypes: DType) -> DType:

@@ -198,6 +198,7 @@ class PluginReport:
     error: str | None = None
     traceback: str | None = None
     disabled: bool = False
+    disabled_by: str | None = None  # TENFERRO_DISABLE_PLUGINS (blocked) or TENFERRO_PLUGINS (not listed)
 
     @property
     def ok(self) -> bool:
@@ -273,7 +274,7 @@ def discover(
                 allowed = allow_set is None or bool(names & allow_set)
                 why = "in TENFERRO_DISABLE_PLUGINS" if allowed else "not in TENFERRO_PLUGINS"
                 reports.append(PluginReport(ep.name, dist, version, ep.value, disabled=True, error=None,
-                                            registered=[f"disabled ({why})"]))
+                                            registered=[f"disabled ({why})"], disabled_by=why.split()[-1]))
             else:
                 enabled.append(ep)
         if not enabled:

@@ -47,6 +47,16 @@ def register_pytree_node(cls: type, flatten: Callable[[Any], tuple[Iterable[Any]
     _NODES[cls] = (flatten, unflatten)
 
 
+def unregistered_hint(obj: Any) -> str:
+    """The advice for an object of a class that is no pytree node where tensors were expected
+    (a user dataclass passed to grad or compile): register it, with the signature."""
+    name = type(obj).__name__
+    return (f"if a {name} holds tensors, register its class as a pytree node: "
+            f"tenferro_runtime.pytree.register_pytree_node({name}, flatten, unflatten), with "
+            f"flatten(obj) -> (children, aux) and unflatten(aux, children) -> obj (see "
+            f"register_pytree_node in docs/user-guide.md)")
+
+
 def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
     """Leaves in order and the structure to rebuild the tree."""
     leaves: list[Any] = []

@@ -56,6 +56,11 @@ class Device(str):
     def _prepare(self, prim: Primitive, *key: Any) -> tuple:
         from .eager import prepare
 
+        if prim.family and prim.name not in self.runtime.ops:  # an op of a disabled plugin?
+            off = self.runtime.disabled_plugins(prim.name.split(".")[0])
+            if off:
+                raise MissingKernelError(f"op {prim.name!r} is not registered: {'; '.join(off)}")
+
         if prim.params:
             return prepare(prim, key[0], dict(key[1]), self)
         return prepare(prim, key, {}, self)
@@ -310,6 +315,10 @@ class Runtime:
             return dev
         backend_name, _, device_id = spec.partition(":")
         entry = self.backends.get(backend_name)
+        off = [] if entry is not None else self.disabled_plugins(
+            backend_name, f"tenferro-{backend_name}", f"tenferro_{backend_name}", label="backend plugin")
+        if off:
+            raise DeviceError(f"unknown backend {backend_name!r} in device {spec!r}: {'; '.join(off)}")
         if entry is None:
             raise DeviceError(
                 f"unknown backend {backend_name!r} in device {spec!r}; installed backends: "
@@ -375,11 +384,31 @@ class Runtime:
     # ---- lookups -------------------------------------------------------
     def missing_kernel(self, prim: Primitive, device: Device) -> MissingKernelError:
         have = sorted({b for (b, n) in self.kernels if n == prim.name})
+        off = self.disabled_plugins()
         return MissingKernelError(
             f"backend {device.backend.name!r} has no kernel for {prim.name!r}; backends that have "
             f"it: {have or 'none'}; move the tensors with .to_device() to one of those, or install "
             f"a plugin that registers a kernel for {prim.name!r} on {device.backend.name!r}"
+            + (f" (installed plugins that may provide it are disabled: {'; '.join(off)})" if off else "")
         )
+
+    def disabled_plugins(self, *names: str, label: str = "plugin") -> list[str]:
+        """For each installed plugin that TENFERRO_DISABLE_PLUGINS blocks, or TENFERRO_PLUGINS
+        leaves out, matching one of `names` (entry-point, distribution or top-level package
+        names; none given: every one), a sentence saying so and how to enable it."""
+        out = []
+        for r in self.reports:
+            package = (r.module or "").split(".")[0].split(":")[0]
+            if not r.disabled or (names and not {r.name, r.distribution, package} & set(names)):
+                continue
+            who = f"{label} {r.name!r}" + (f" (distribution {r.distribution})" if r.distribution else "")
+            if r.disabled_by == "TENFERRO_PLUGINS":
+                out.append(f"{who} is installed but disabled: TENFERRO_PLUGINS does not list it; add "
+                           f"{r.name!r} to TENFERRO_PLUGINS to enable it")
+            else:
+                out.append(f"{who} is installed but disabled by TENFERRO_DISABLE_PLUGINS; remove "
+                           f"{r.name!r} from TENFERRO_DISABLE_PLUGINS to enable it")
+        return out
 
     def rule(self, kind: str, op: Primitive) -> Any:
         return self.rules.get((kind, op.name))

@@ -119,7 +119,7 @@ def test_words_and_fold_in_match_reference(device, seed, n, data):
     k = R.key(seed, device=device)
     w = ref_words(seed, n)
     want = ((w >> np.uint64(9)) | np.uint64(0x3F800000)).astype(np.uint32).view(np.float32) - np.float32(1)
-    assert same_bits(R.uniform(k, (n,)), want)
+    assert same_bits(R.uniform(k, (n,), xp.float32), want)
     s = seed % 2**64
     d = data % 2**64
     ref = list(threefry_py(s >> 32, s & M32, d >> 32, d & M32))
@@ -185,9 +185,9 @@ def test_bit_identical_across_backends(name):
     if "bfloat16" in name:  # numpy:cpu has no bfloat16: compare with its float32 numbers
         got = _host(_samplers("torch:cpu")[name](R.key(3, device="torch:cpu")))
         if name.startswith("uniform"):  # the top 7 of the 23 mantissa bits
-            want = np.floor(np.asarray(R.uniform(R.key(3), (64,))) * 128) / 128
+            want = np.floor(np.asarray(R.uniform(R.key(3), (64,), xp.float32)) * 128) / 128
         else:  # float32 normals rounded to bfloat16
-            want = np.asarray(R.normal(R.key(3), (64,))).astype(D_BF16).astype(np.float32)
+            want = np.asarray(R.normal(R.key(3), (64,), xp.float32)).astype(D_BF16).astype(np.float32)
         assert same_bits(got, want.astype(np.float32))
         return
     ref = _samplers("numpy:cpu")[name](R.key(3))
@@ -385,8 +385,8 @@ def test_edge_shapes(device, shape):
     k = R.key(0, device=device)
     want = tuple(shape)
     cases = [
-        (R.uniform(k, shape), xp.float32), (R.normal(k, shape, xp.float64), xp.float64),
-        (R.truncated_normal(k, -1.0, 1.0, shape), xp.float32), (R.bernoulli(k, 0.5, shape), xp.bool),
+        (R.uniform(k, shape), xp.float64), (R.normal(k, shape, xp.float32), xp.float32),
+        (R.truncated_normal(k, -1.0, 1.0, shape), xp.float64), (R.bernoulli(k, 0.5, shape), xp.bool),
         (R.randint(k, shape, 0, 5, xp.int32), xp.int32), (R.choice(k, 4, shape), xp.int64),
         (R.categorical(k, xp.zeros((3,), device=device), shape=shape), xp.int64),
     ]

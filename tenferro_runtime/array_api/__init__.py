@@ -65,7 +65,11 @@ def __getattr__(name: str):
     if name in _EXTENSIONS:
         from ..runtime import default_runtime
 
-        mod = default_runtime().namespaces.get(name)
+        rt = default_runtime()
+        mod = rt.namespaces.get(name)
+        off = rt.disabled_plugins(f"tenferro_{name}") if mod is None else ()
+        if off:
+            raise _MissingExtensionError(f"array_api.{name} is not available: {'; '.join(off)}")
         if mod is None:
             raise _MissingExtensionError(
                 f"array_api.{name} is provided by the package {_EXTENSIONS[name]}, which is not "

@@ -121,13 +121,23 @@ def convert(x: Tensor, dtype: D.DType) -> Tensor:
 
 
 def promote(name: str, *args: Any) -> list[Tensor]:
-    """Tensors of one dtype from tensors and Python scalars (Array API promotion)."""
+    """Tensors of one dtype from tensors, NumPy arrays and scalars, and Python scalars (Array API
+    promotion). The one place non-tensor operands are converted: a NumPy array or NumPy scalar
+    becomes a tensor of its own dtype on the first tensor's device and promotes as a tensor
+    (``float32 tensor + float64 ndarray`` is float64, as in NumPy 2); a Python scalar is weak
+    (the tensors' dtype wins within its kind; a Python float with integer tensors gives the
+    runtime's default float dtype)."""
     tensors = [a for a in args if isinstance(a, Tensor)]
     if not tensors:
         raise ArgumentError(
             f"{name}: at least one argument must be a tenferro Tensor, got "
             f"{', '.join(type(a).__name__ for a in args)}"
         )
+    device = tensors[0].device
+    if len(tensors) != len(args) and any(isinstance(a, (np.ndarray, np.generic)) for a in args):
+        args = tuple(host_operand(name, a, device) if isinstance(a, (np.ndarray, np.generic)) else a
+                     for a in args)
+        tensors = [a for a in args if isinstance(a, Tensor)]
     dtype = tensors[0].dtype
     for t in tensors[1:]:
         if t.dtype is not dtype:
@@ -136,11 +146,10 @@ def promote(name: str, *args: Any) -> list[Tensor]:
         if not isinstance(a, Tensor):
             if not is_scalar(a):
                 raise ArgumentError(
-                    f"{name}: expected a Tensor or a Python scalar, got {type(a).__name__}; "
-                    f"wrap array-likes with asarray"
+                    f"{name}: expected a Tensor, a NumPy array or a Python scalar, got "
+                    f"{type(a).__name__}; wrap array-likes with asarray"
                 )
-            dtype = D.promote_scalar(dtype, a)
-    device = tensors[0].device
+            dtype = D.promote_scalar(dtype, a, default_float(device))
     out = []
     for a in args:
         if isinstance(a, Tensor):
@@ -148,6 +157,22 @@ def promote(name: str, *args: Any) -> list[Tensor]:
         else:
             out.append(scalar_like(name, a, dtype, device))
     return out
+
+
+def host_operand(name: str, a: Any, device: Device) -> Tensor:
+    """A NumPy array or NumPy scalar operand as a tensor of its own dtype on `device`."""
+    from ._creation import asarray  # creation builds on these helpers
+
+    if a.dtype.kind not in "biufc":
+        raise ArgumentError(
+            f"{name}: a NumPy operand must hold numbers (bool, int, float or complex), got NumPy "
+            f"dtype {a.dtype}; convert it with .astype() first")
+    return asarray(a, device=device)
+
+
+def default_float(device: Device) -> D.DType:
+    """The default floating dtype of `device`'s runtime (`Runtime.default_float_dtype`)."""
+    return device.runtime.default_float_dtype
 
 
 # Python scalar type -> kind rank; a scalar keeps a tensor's dtype when its rank is not higher.

@@ -33,8 +33,8 @@ class Info:
         return tuple(rt.device(n) for n in rt.device_names())
 
     def default_dtypes(self, *, device: Any = None) -> dict[str, D.DType]:
-        resolve_device(device)
-        return {"real floating": D.DEFAULT_FLOAT, "complex floating": D.DEFAULT_COMPLEX,
+        f = resolve_device(device).runtime.default_float_dtype
+        return {"real floating": f, "complex floating": D.complex_of(f),
                 "integral": D.DEFAULT_INT, "indexing": D.DEFAULT_INDEX}
 
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, D.DType]:

@@ -55,7 +55,8 @@ def _fits(name: str, shape: Shape, *params: Tensor) -> None:
 
 
 def _dtype(name: str, dtype: Any, device: Any, kinds: str) -> D.DType:
-    dt = D.as_dtype(dtype)
+    """`dtype` checked against `kinds` and the device; None: the runtime's default float."""
+    dt = device.runtime.default_float_dtype if dtype is None else D.as_dtype(dtype)
     if dt.kind not in kinds:
         want = "a real floating dtype (float16, bfloat16, float32, float64)" if kinds == "f" else \
             "an integer dtype (int8..int64, uint8..uint64)"
@@ -142,7 +143,7 @@ def _log_p(p: Tensor) -> Tensor:
 # ---------------------------------------------------------------- distributions
 
 
-def uniform(key: Tensor, shape: Any = (), dtype: Any = D.float32, minval: Any = 0.0,
+def uniform(key: Tensor, shape: Any = (), dtype: Any = None, minval: Any = 0.0,
             maxval: Any = 1.0) -> Tensor:
     """Floats uniform on [minval, maxval): random mantissa bits (23 for float32, 52 for float64,
     10 / 7 for float16 / bfloat16) scaled as ``minval + u * (maxval - minval)``, kept below
@@ -163,7 +164,7 @@ def uniform(key: Tensor, shape: Any = (), dtype: Any = D.float32, minval: Any = 
     return xp.minimum(u * (hi - lo) + lo, xp.nextafter(hi, lo))
 
 
-def normal(key: Tensor, shape: Any = (), dtype: Any = D.float32) -> Tensor:
+def normal(key: Tensor, shape: Any = (), dtype: Any = None) -> Tensor:
     """Standard normal floats: the inverse normal CDF (AS241) of uniform midpoints, computed in
     float32 (float64 for float64) with exact arithmetic; |x| < 5.3 (float32) / 8.3 (float64)."""
     check_key("normal", key)
@@ -174,7 +175,7 @@ def normal(key: Tensor, shape: Any = (), dtype: Any = D.float32) -> Tensor:
 
 
 def truncated_normal(key: Tensor, lower: Any, upper: Any, shape: Any = None,
-                     dtype: Any = D.float32) -> Tensor:
+                     dtype: Any = None) -> Tensor:
     """Standard normal floats conditioned on [lower, upper] (inverse CDF; bounds may be tensors,
     +-inf, and are differentiable). `shape` defaults to the bounds' broadcast shape."""
     check_key("truncated_normal", key)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenferro_core import dtypes as D
-from tenferro_core.errors import ArgumentError, DTypeError, TenferroError
+from tenferro_core.errors import ArgumentError, DTypeError, MissingKernelError, TenferroError
 from tenferro_runtime.array_api import asarray
 from tenferro_runtime.array_api._helpers import promote
 from tenferro_runtime.tensor import Tensor
@@ -159,7 +159,12 @@ def einsum(*args: Any, optimize: Any = "auto") -> Tensor:
     repeated indices, interleaved operand/sublist form)."""
     subscripts, tensors = _operands("einsum", args)
     terms, output, sizes, path, _, native = _plan(subscripts, tensors, optimize)
-    if native is not None and contract_p.name in tensors[0].device.runtime.ops:
+    runtime = tensors[0].device.runtime
+    if contract_p.name not in runtime.ops:
+        off = runtime.disabled_plugins("tenferro_einsum")
+        if off:  # switched off on purpose: say so rather than lower it silently
+            raise MissingKernelError(f"einsum: op {contract_p.name!r} is not registered: {'; '.join(off)}")
+    elif native is not None:
         return contract_p.bind(*tensors, spec=native, path=tuple(path))
     return execute(tensors, terms, output, sizes, path)
 

@@ -101,9 +101,27 @@ def test_same_tensor_twice():
 
 
 def test_without_the_plugin_einsum_lowers_and_still_differentiates():
-    rt = Runtime.from_entry_points(allow=["numpy", "ad"])
+    import tenferro_ad.plugin
+    import tenferro_numpy.plugin
+
+    rt = Runtime([tenferro_numpy.plugin, tenferro_ad.plugin])  # einsum's plugin not in the list
     assert contract_p.name not in rt.ops
     with use_runtime(rt):
         a = xp.asarray(np.random.default_rng(2).standard_normal((2, 3)))
         assert contract_p.name not in _ops_in("ij,kj->ik", a.numpy(), a.numpy())
         check_grads(lambda x: einsum("ij,kj->ik", x, x), (a,), order=2)
+
+
+def test_with_the_plugin_disabled_einsum_says_so():
+    """Installed but switched off (allow/block lists): an error naming the plugin and the fix,
+    not a silent lowering."""
+    from tenferro_core.errors import MissingKernelError
+
+    rt = Runtime.from_entry_points(allow=["numpy", "ad"])
+    with use_runtime(rt):
+        a = xp.asarray(np.ones((2, 3)))
+        with pytest.raises(MissingKernelError) as info:
+            einsum("ij,kj->ik", a, a)
+    assert isinstance(info.value, NotImplementedError)
+    assert "plugin 'einsum' (distribution tenferro-einsum) is installed but disabled" in str(info.value)
+    assert "add 'einsum' to TENFERRO_PLUGINS" in str(info.value)
