@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tenferro_core.errors import ArgumentError, ConcretizationError
+from tenferro_core.errors import ArgumentError, ArgumentValueError, ConcretizationError, EnergyBudgetExceeded
 
 from .caches import LRUCache
 from .executor import build_executable
@@ -35,7 +35,7 @@ from .graph_prims import call_p
 from .pipeline import PassSpec, optimize
 from .pytree import _NODES, tree_flatten, tree_unflatten, unflattener
 from .tensor import Tensor
-from .tracing import BOTTOM, interpreters
+from .tracing import BOTTOM, interpreters, notify
 
 log = logging.getLogger("tenferro_runtime.compile")
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "maxsize", "currsize"])
@@ -60,6 +60,30 @@ class DonatedTensor(Tensor):
 
     def __repr__(self) -> str:
         return f"Tensor(<donated>, {self._aval.str_short()})"
+
+
+class FailedDonationTensor(DonatedTensor):
+    """A tensor donated to a compiled call that failed: its buffer may hold partial results."""
+
+    __slots__ = ()
+
+    @property
+    def _buf(self) -> Any:
+        raise ArgumentError(
+            f"this {self._aval.str_short()} tensor was donated to a compiled function "
+            f"(donate_argnums) whose call failed part-way, so its buffer may hold partial "
+            f"results; recompute it (or keep a copy before calling), or don't donate it")
+
+
+def _run_observed(stack: Any, callee: Callee) -> list:
+    """A compiled call with no tensor arguments in a context with observers: run now, and
+    asked and told as `bind` asks and tells them of any op (energy, budgets)."""
+    params = {"fn": callee}
+    for o in stack.pre:
+        o.before(call_p, (), params)
+    outs = callee.run(())
+    notify(stack, call_p, (), params, tuple(outs) if call_p.multiple_results else outs)
+    return outs
 
 
 class Callee:
@@ -176,10 +200,8 @@ class Compiled:
             check_executor(default_runtime(), backend)
         self.passes = passes
         self.backend = backend
-        if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
-            raise ArgumentError(f"compile: maxsize must be an int >= 1, got {maxsize!r}")
-        self._cache = LRUCache(f"compile[{self.__name__}]", maxsize)
-        self.recompile_warning = recompile_warning
+        self._cache = LRUCache(f"compile[{self.__name__}]", _count(maxsize, "maxsize", 1))
+        self.recompile_warning = _count(recompile_warning, "recompile_warning", 0)
         self._traces = 0
         self._warned = False
         self._last: list | None = None  # the argument descriptions of the last trace
@@ -314,22 +336,32 @@ class Compiled:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key, tensors = self._key(args, kwargs)
         callee, rebuild_out = self._entry(key, args, kwargs)
-        if interpreters() is BOTTOM or not tensors:  # concrete values only
-            outs = callee.run(tensors)
-        else:
-            outs = call_p.bind(*tensors, fn=callee)
+        try:
+            stack = interpreters()
+            if stack is BOTTOM:  # concrete values only
+                outs = callee.run(tensors)
+            elif tensors:
+                outs = call_p.bind(*tensors, fn=callee)
+            else:  # nothing to trace: run now, observed as bind would observe it
+                outs = _run_observed(stack, callee)
+        except EnergyBudgetExceeded:  # refused before it ran: every tensor is whole
+            raise
+        except BaseException:
+            if self.donate_argnums:  # a donated buffer may hold part of the results now
+                self._invalidate_donated(args, (), FailedDonationTensor)
+            raise
         if self.donate_argnums:
-            self._invalidate_donated(args, outs)
+            self._invalidate_donated(args, outs, DonatedTensor)
         return rebuild_out(outs)
 
-    def _invalidate_donated(self, args: tuple, outs: Any) -> None:
+    def _invalidate_donated(self, args: tuple, outs: Any, cls: type) -> None:
         keep = {id(o) for o in outs}
         for i in self.donate_argnums:
             if i < len(args):
                 for t in tree_flatten(args[i])[0]:
                     if type(t) is Tensor and id(t) not in keep:
                         _BUF.__delete__(t)
-                        t.__class__ = DonatedTensor
+                        t.__class__ = cls
 
     def _compile(self, key: tuple, tensors: list, rebuild: tuple) -> tuple:
         leaves, treedef, args, kwargs = rebuild
@@ -469,9 +501,23 @@ def _parameters(fn: Callable) -> list:
 def _ints(value: Any, name: str) -> tuple[int, ...]:
     vals = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
     if not isinstance(vals, (tuple, list)) or any(
-            not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in vals):
-        raise ArgumentError(f"compile: {name} must be a non-negative int or a tuple of them, got {value!r}")
+            not isinstance(v, int) or isinstance(v, bool) for v in vals):
+        raise ArgumentError(f"compile: {name} must be a non-negative int or a tuple of them, got "
+                            f"{type(value).__name__} {value!r}")
+    if any(v < 0 for v in vals):
+        raise ArgumentValueError(f"compile: {name} must be non-negative positions of the function's "
+                                 f"arguments, got {value!r}; count positions from 0")
     return tuple(sorted(set(vals)))
+
+
+def _count(value: Any, name: str, least: int) -> int:
+    """`value` as an int >= `least` (a TypeError for another type, a ValueError below it)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ArgumentError(f"compile: {name} must be an int >= {least}, got {type(value).__name__} "
+                            f"{value!r}")
+    if value < least:
+        raise ArgumentValueError(f"compile: {name} must be an int >= {least}, got {value}")
+    return value
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -551,5 +597,5 @@ def compile(fn: Callable | None = None, *, static_argnums: int | Sequence[int] =
                     recompile_warning, backend)
 
 
-__all__ = ["CacheInfo", "Callee", "CompileTrace", "Compiled", "DonatedTensor", "RecompileWarning",
-           "compile"]
+__all__ = ["CacheInfo", "Callee", "CompileTrace", "Compiled", "DonatedTensor", "FailedDonationTensor",
+           "RecompileWarning", "compile"]

@@ -157,7 +157,10 @@ class Tensor:
         return new
 
     def __deepcopy__(self, memo: Any) -> Tensor:
-        return self.__copy__()
+        """A tensor owning a fresh buffer (``copy.copy`` shares the immutable one)."""
+        if type(self) is not Tensor:  # a tracer or a donated tensor: nothing of its own to copy
+            return self.__copy__()
+        return _xp.asarray(self, copy=True)
 
     # ---- Python scalars ------------------------------------------------
     def _scalar(self, what: str) -> Any:

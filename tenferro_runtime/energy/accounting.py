@@ -144,7 +144,7 @@ def cost_of(prim: Any, args: tuple, params: dict, out: Any = None, key: Any = No
     """The cached cost of `prim` on concrete `args` (`out`: its result, for the output avals)."""
     if prim is call_p:
         callee = params["fn"]
-        device = args[0]._aval.device
+        device = (args[0] if args else out[0])._aval.device  # no arguments: where it computed
         return callee.derived("energy cost", lambda: _call_cost(callee, device))
     avals = tuple([a._aval for a in args])
     device = avals[0].device if avals else params.get("device")

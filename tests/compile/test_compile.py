@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import tenferro_runtime as tr
 from tenferro_ad import GradientTape, grad, hessian, jvp, value_and_grad
-from tenferro_core.errors import ArgumentError, ConcretizationError, PluginError
+from tenferro_core.errors import ArgumentError, ArgumentValueError, ConcretizationError, PluginError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import lax
 from tenferro_runtime.compiled import DonatedTensor, RecompileWarning
@@ -190,6 +190,26 @@ def test_python_control_flow_on_traced_values_names_static_argnums():
         tr.compile(f)(_t(np.ones(2)))
 
 
+@pytest.mark.parametrize("kwargs, cls, builtin, message", [
+    ({"static_argnums": -1}, ArgumentValueError, ValueError, "static_argnums must be non-negative"),
+    ({"donate_argnums": (0, -2)}, ArgumentValueError, ValueError, "donate_argnums must be non-negative"),
+    ({"static_argnums": "0"}, ArgumentError, TypeError, "static_argnums must be a non-negative int"),
+    ({"maxsize": 0}, ArgumentValueError, ValueError, "maxsize must be an int >= 1, got 0"),
+    ({"maxsize": 2.5}, ArgumentError, TypeError, "maxsize must be an int >= 1, got float"),
+    ({"recompile_warning": "16"}, ArgumentError, TypeError, "recompile_warning must be an int >= 0, got str"),
+    ({"recompile_warning": -1}, ArgumentValueError, ValueError, "recompile_warning must be an int >= 0"),
+])
+def test_bad_compile_options_are_refused_at_compile_time(kwargs, cls, builtin, message):
+    """A value error is a ValueError, a type error a TypeError, raised by compile() itself (not
+    at the first or second trace), and nothing is cached."""
+    def fn(x, y=1):
+        return x
+
+    with pytest.raises(cls, match=message) as info:
+        tr.compile(fn, **kwargs)
+    assert isinstance(info.value, builtin)
+
+
 def test_unhashable_static_args_and_bad_indices_are_typed_errors():
     c = tr.compile(lambda x, shape: xp.reshape(x, shape), static_argnums=1)
     with pytest.raises(ArgumentError, match="must be hashable.*tuple instead of a list"):
@@ -199,8 +219,6 @@ def test_unhashable_static_args_and_bad_indices_are_typed_errors():
         tr.compile(lambda x, y: x, static_argnums=3)(_t(1.0), _t(2.0))
     with pytest.raises(ArgumentError, match="non-negative int"):
         tr.compile(lambda x: x, static_argnums=(True,))
-    with pytest.raises(ArgumentError, match="non-negative int"):
-        tr.compile(lambda x: x, donate_argnums=-1)
     with pytest.raises(ArgumentError, match="both static and donated"):
         tr.compile(lambda x: x, static_argnums=0, donate_argnums=0)
     with pytest.raises(ArgumentError, match="not a parameter"):

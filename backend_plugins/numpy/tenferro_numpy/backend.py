@@ -93,9 +93,13 @@ class NumpyBackend:
             ) from None
 
     def to_dlpack(self, buf: np.ndarray, **kwargs: Any) -> Any:
+        """A read-only export (tensors are immutable): consumers that read DLPack's read-only
+        flag (NumPy) get a read-only array; ones that cannot (DLPack < 1.0) get a copy."""
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        view = buf.view()
+        view.flags.writeable = False
         try:
-            return buf.__dlpack__(**kwargs)
+            return view.__dlpack__(**kwargs)
         except BufferError:
             if kwargs.get("copy") is False:
                 raise

@@ -173,7 +173,22 @@ class TorchBackend:
         return "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
 
     def to_dlpack(self, buf: Any, **kwargs: Any) -> Any:
-        return buf.__dlpack__(**{k: v for k, v in kwargs.items() if v is not None})
+        """CPU tensors export read-only (through a read-only NumPy view; consumers without
+        DLPack's read-only flag get a copy); GPU tensors as torch exports them."""
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        if buf.device.type == "cpu":
+            try:
+                view = buf.numpy().view()  # bfloat16 has no NumPy view: torch's export below
+            except (TypeError, RuntimeError):
+                return buf.__dlpack__(**kwargs)
+            view.flags.writeable = False
+            try:
+                return view.__dlpack__(**kwargs)
+            except BufferError:
+                if kwargs.get("copy") is False:
+                    raise
+                return buf.clone().__dlpack__(**kwargs)
+        return buf.__dlpack__(**kwargs)
 
     def dlpack_device(self, buf: Any) -> tuple[int, int]:
         kind, index = buf.__dlpack_device__()
