@@ -69,6 +69,19 @@ class Backend(Protocol):
         """Energy telemetry of a device (measured or estimated, labelled as such)."""
 
 
+OPTIONAL_BACKEND_ATTRS: dict[str, str] = {
+    "priority": "int: a backend's own kernel table has this priority (default -1)",
+    "specialize": "specialize(name, kernel, in_avals, out_avals) -> the kernel for one signature",
+    "claims": "claims(obj) -> device id when obj is one of this backend's buffers, else None",
+    "compile": "compile(graph, device) -> run(buffers) -> buffers for a whole graph, or None",
+    "out_kernel": "out_kernel(name, kernel) -> fn(*bufs, out) writing into `out`, or None",
+    "donatable": "donatable(buf, holders) -> True when a donated input's buffer may be written",
+    "preferred_conv_layout": "str: 'channels_first' or 'channels_last', the faster conv layout",
+    "device_name": "device_name(device) -> the hardware's name (energy profiles), or None",
+}
+"""Every other attribute the runtime looks up on a backend, with its contract: the runtime
+reads these and nothing else (the conformance kit checks each one a backend has)."""
+
 REQUIRED_BACKEND_ATTRS = (
     "name", "devices", "supported_dtypes", "kernels", "from_host", "to_host", "describe",
     "from_dlpack", "to_dlpack", "dlpack_device", "telemetry",

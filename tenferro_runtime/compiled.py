@@ -30,7 +30,7 @@ from tenferro_core.errors import ArgumentError, ArgumentValueError, Concretizati
 
 from .caches import LRUCache
 from .executor import build_executable
-from .graph import Graph, GraphTrace, trace
+from .graph import Graph, GraphTrace, tensor_leaves, trace
 from .graph_prims import call_p
 from .pipeline import PassSpec, optimize
 from .pytree import _NODES, tree_flatten, tree_unflatten, unflattener
@@ -380,13 +380,7 @@ class Compiled:
             call_args = [statics[i] if i in statics else next(it) for i in range(len(args))]
             call_kwargs = {**dyn_kwargs, **{k: v for k, v in statics.items() if isinstance(k, str)}}
             out = self.fn(*call_args, **call_kwargs)
-            out_leaves, td = tree_flatten(out)
-            for o in out_leaves:
-                if not isinstance(o, Tensor):
-                    raise ArgumentError(
-                        f"compile({self.__name__}): the function returned a {type(o).__name__} leaf; "
-                        f"compiled functions return tensors (pytrees of tensors); convert it with "
-                        f"xp.asarray inside the function, or return it from outside")
+            out_leaves, td = tensor_leaves(out, f"compile({self.__name__})")
             out_tree.append(td)
             return out_leaves
 

@@ -75,15 +75,11 @@ class EvalTrace(Trace):
             params, device = _with_device(prim, params)
         if prim.params:
             nparams = prim.check_params(params, avals)  # every call: a cache hit never skips it
-            try:
-                entry = device.dispatch(prim, avals, *params_key(prim, nparams))
-            except TypeError:  # an unhashable payload value: build, don't cache
-                entry = prepare(prim, avals, nparams, device)
         else:
             if params:
                 prim.check_params(params, avals)  # raises: this op takes no params
             nparams = _NO_PARAMS
-            entry = device.dispatch(prim, *avals)
+        entry = dispatch(prim, avals, nparams, device)
         fn, out_aval, out_avals = entry
         if fn is None:
             return prim.decomposition(*args, **nparams), nparams
@@ -95,6 +91,18 @@ class EvalTrace(Trace):
         if prim.multiple_results:
             return tuple([Tensor._new(b, av) for b, av in zip(out, out_avals)]), nparams
         return Tensor._new(out, out_aval), nparams
+
+
+def dispatch(prim: Primitive, avals: tuple, nparams: dict, device: Any) -> list:
+    """`device`'s dispatch entry (see `prepare`) for `prim` on `avals` with canonical `nparams`:
+    the one place a dispatch key is built (``(prim, *avals)`` without params, ``(prim, avals,
+    *params_key)`` with them; the eager hot paths inline the first form)."""
+    if not prim.params:
+        return device.dispatch(prim, *avals)
+    try:
+        return device.dispatch(prim, avals, *params_key(prim, nparams))
+    except TypeError:  # an unhashable payload value: build, don't cache
+        return prepare(prim, avals, nparams, device)
 
 
 def params_key(prim: Primitive, nparams: dict) -> tuple:
@@ -162,4 +170,4 @@ def _with_device(prim: Primitive, params: dict) -> tuple[dict, Any]:
 
 EVAL = EvalTrace()
 
-__all__ = ["EVAL", "EvalTrace", "params_key", "prepare"]
+__all__ = ["EVAL", "EvalTrace", "dispatch", "params_key", "prepare"]

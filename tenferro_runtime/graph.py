@@ -273,16 +273,23 @@ def trace(fn: Any, *examples: Any, graph_trace: GraphTrace | None = None) -> Gra
                 raise
             raise type(err)(f"{err} (at {_site_of(err.__traceback__)})").with_traceback(
                 err.__traceback__) from None
-        out_leaves, out_tree = tree_flatten(out)
-        for o in out_leaves:
-            if not isinstance(o, Tensor):
-                raise ArgumentError(
-                    f"trace: the function returned a {type(o).__name__} leaf; a traced function "
-                    f"returns tensors (pytrees of tensors): convert it with asarray inside the function"
-                )
+        out_leaves, out_tree = tensor_leaves(out, "trace")
         tr.graph.outputs = [tr.to_var(o) for o in out_leaves]
     tr.graph.out_tree = out_tree
     return tr.graph
+
+
+def tensor_leaves(out: Any, who: str) -> tuple[list, Any]:
+    """(leaves, treedef) of what a traced function returned, every leaf a tensor; anything else
+    is an ArgumentError naming `who` ("trace", "compile(f)", "grad(f)") and the fix."""
+    leaves, treedef = tree_flatten(out)
+    for o in leaves:
+        if not isinstance(o, Tensor):
+            raise ArgumentError(
+                f"{who}: the function returned a {type(o).__name__} leaf; transformed and compiled "
+                f"functions return tensors (pytrees of tensors): convert it with xp.asarray inside "
+                f"the function, or return it from outside")
+    return leaves, treedef
 
 
 def _example(x: Any, i: int) -> Any:
@@ -386,4 +393,4 @@ def verify_graph(graph: Graph) -> None:
 _NO_PLAN = object()
 
 __all__ = ["Graph", "GraphTrace", "GraphTracer", "Node", "Var", "dead_code_elimination", "eval_graph",
-           "trace", "user_site", "verify_graph"]
+           "tensor_leaves", "trace", "user_site", "verify_graph"]

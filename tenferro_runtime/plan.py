@@ -17,7 +17,7 @@ from typing import Any
 
 from tenferro_core.errors import TenferroError
 
-from .eager import params_key
+from .eager import dispatch
 from .kernels import call, check_result
 from .tensor import Tensor
 from .tracing import eager_only
@@ -179,10 +179,7 @@ class _Builder:
             params = None
         else:
             try:
-                if prim.params:
-                    fn = device.dispatch(prim, in_avals, *params_key(prim, params))[0]
-                else:
-                    fn = device.dispatch(prim, *in_avals)[0]
+                fn = dispatch(prim, in_avals, params, device)[0]
             except (TenferroError, TypeError):  # node-by-node evaluation raises it where it belongs
                 fn = None
         decomposable = prim.decomposition is not None and not prim.effects

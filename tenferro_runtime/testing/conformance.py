@@ -347,6 +347,39 @@ class BackendConformance:
         shape, described = self.dev.backend.describe(t._buf)
         assert (tuple(shape), described) == (host.shape, dtype)
 
+    def test_optional_methods_contract(self) -> None:
+        """Each optional attribute the runtime looks up (`OPTIONAL_BACKEND_ATTRS`) that the
+        backend has keeps its contract; a backend has no attribute the runtime reads that
+        the contract does not list."""
+        from tenferro_core.backend import OPTIONAL_BACKEND_ATTRS
+        from tenferro_runtime.array_api import asarray
+
+        backend, dev = self.dev.backend, self.dev
+        t = asarray(np.arange(4.0, dtype=np.float32), device=dev) if D.float32 in dev.dtypes else \
+            asarray(np.arange(4), device=dev)
+        has = {a for a in OPTIONAL_BACKEND_ATTRS if getattr(backend, a, None) is not None}
+        if "priority" in has:
+            assert isinstance(backend.priority, int) and not isinstance(backend.priority, bool)
+        if "claims" in has:
+            assert backend.claims(t._buf) == dev.id, "claims() must name the device of its own buffers"
+            assert backend.claims(object()) is None
+        if "specialize" in has:
+            kernel = dev.kernels[catalog.neg]
+            assert callable(backend.specialize("neg", kernel, (t.aval,), (t.aval,)))
+        if "out_kernel" in has:
+            for prim, fn in dev.kernels.items():
+                form = backend.out_kernel(prim.name, fn)
+                assert form is None or callable(form), f"out_kernel({prim.name!r}) is {form!r}"
+        if "donatable" in has:
+            assert backend.donatable(t._buf, 0) in (True, False)
+        if "preferred_conv_layout" in has:
+            assert backend.preferred_conv_layout in ("channels_first", "channels_last")
+        if "device_name" in has:
+            name = backend.device_name(dev.id)
+            assert name is None or (isinstance(name, str) and name)
+        if "compile" in has:
+            assert callable(backend.compile)
+
     def test_telemetry_contract(self) -> None:
         tel = self.dev.backend.telemetry(self.dev.id)
         assert isinstance(tel, EnergyTelemetry)

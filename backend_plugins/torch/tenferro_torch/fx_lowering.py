@@ -234,16 +234,13 @@ class _Lowerer:
         return None
 
     def fallback(self, node: Any, reason: str) -> Any:
-        from tenferro_runtime.eager import params_key
+        from tenferro_runtime.eager import dispatch
         from tenferro_runtime.plan import _decomposed
 
         prim, device = node.prim, self.device
         in_avals = tuple(v.aval for v in node.inputs)
         try:
-            if prim.params:
-                fn = device.dispatch(prim, in_avals, *params_key(prim, node.params))[0]
-            else:
-                fn = device.dispatch(prim, *in_avals)[0]
+            fn = dispatch(prim, in_avals, node.params, device)[0]
         except TenferroError as exc:  # no kernel at all: node-by-node evaluation says so
             raise Decline(f"{prim.name} at {node.site}: {reason}; {exc}") from None
         if fn is None:
