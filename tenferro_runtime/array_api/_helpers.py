@@ -134,9 +134,8 @@ def promote(name: str, *args: Any) -> list[Tensor]:
             f"{', '.join(type(a).__name__ for a in args)}"
         )
     device = tensors[0].device
-    if len(tensors) != len(args) and any(isinstance(a, (np.ndarray, np.generic)) for a in args):
-        args = tuple(host_operand(name, a, device) if isinstance(a, (np.ndarray, np.generic)) else a
-                     for a in args)
+    if len(tensors) != len(args):
+        args = numpy_operands(name, args, device)
         tensors = [a for a in args if isinstance(a, Tensor)]
     dtype = tensors[0].dtype
     for t in tensors[1:]:
@@ -159,15 +158,25 @@ def promote(name: str, *args: Any) -> list[Tensor]:
     return out
 
 
-def host_operand(name: str, a: Any, device: Device) -> Tensor:
-    """A NumPy array or NumPy scalar operand as a tensor of its own dtype on `device`."""
+def numpy_operands(name: str, args: tuple, device: Device | None = None) -> tuple:
+    """`args` with each NumPy array or NumPy scalar made a tensor of its own dtype on `device`
+    (default: the first tensor's), once; other arguments as they are."""
+    if not any(isinstance(a, (np.ndarray, np.generic)) for a in args):
+        return args
     from ._creation import asarray  # creation builds on these helpers
 
-    if a.dtype.kind not in "biufc":
-        raise ArgumentError(
-            f"{name}: a NumPy operand must hold numbers (bool, int, float or complex), got NumPy "
-            f"dtype {a.dtype}; convert it with .astype() first")
-    return asarray(a, device=device)
+    if device is None:
+        device = next((a.device for a in args if isinstance(a, Tensor)), None)
+    out = []
+    for a in args:
+        if isinstance(a, (np.ndarray, np.generic)):
+            if a.dtype.kind not in "biufc":
+                raise ArgumentError(
+                    f"{name}: a NumPy operand must hold numbers (bool, int, float or complex), got "
+                    f"NumPy dtype {a.dtype}; convert it with .astype() first")
+            a = asarray(a, device=device)
+        out.append(a)
+    return tuple(out)
 
 
 def default_float(device: Device) -> D.DType:

@@ -12,10 +12,20 @@ from tenferro_core.errors import ArgumentError, AxisError, DTypeError, ShapeErro
 from .. import lax
 from ..tensor import Tensor
 from ._args import as_axis, as_int
-from ._helpers import broadcast_shapes, broadcast_to, check_tensor, normalize_axis, promote, reshape
+from ._helpers import (
+    broadcast_shapes,
+    broadcast_to,
+    check_tensor,
+    normalize_axis,
+    numpy_operands,
+    promote,
+    reshape,
+)
 
 
 def _operands(name: str, x1: Any, x2: Any) -> tuple[Tensor, Tensor]:
+    if isinstance(x1, Tensor) or isinstance(x2, Tensor):  # a NumPy operand: as promote converts it
+        x1, x2 = numpy_operands(name, (x1, x2))
     check_tensor(name, x1, "x1")
     check_tensor(name, x2, "x2")
     if "b" in (x1.dtype.kind, x2.dtype.kind):

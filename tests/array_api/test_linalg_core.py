@@ -100,7 +100,9 @@ def test_matmul_errors(xp):
     with pytest.raises(DTypeError):
         xp.matmul(xp.asarray(np.ones((2, 2), np.uint64)), xp.asarray(np.ones((2, 2), np.int64)))
     with pytest.raises(ArgumentError):
-        xp.matmul(a, np.ones((3, 2)))
+        xp.matmul(a, [[1.0], [2.0], [3.0]])
+    # a NumPy operand converts (tests/array_api/test_numpy_operands.py)
+    np.testing.assert_array_equal(xp.matmul(a, np.ones((3, 2))).numpy(), np.full((2, 2), 3.0))
 
 
 @given(data=st.data())
