@@ -158,7 +158,7 @@ def check_outputs(who: str, device: Any, avals: list, outs: Any) -> None:
     for i, (buf, av) in enumerate(zip(outs, avals)):
         if av is not None:
             _check_buffer(device, buf, av, lambda exp, got, i=i: KernelError(
-                f"{who} returned {got} for output {i}; the graph promises {exp}; fix the "
+                f"{who} returned {got} for output {i}; the graph promised {exp}; fix the "
                 f"executor"))
 
 

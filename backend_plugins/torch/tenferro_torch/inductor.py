@@ -107,7 +107,7 @@ class _Runner:
 
     def _who(self) -> str:
         return (f"inductor: a graph of {len(self.graph.nodes)} node(s) compiled by Inductor on "
-                f"{self.device} (compile with backend='plan' to see which primitive)")
+                f"{self.device}")
 
 
 __all__ = ["compile_graph"]
