@@ -82,6 +82,20 @@ class Device(str):
         return dtype in self.dtypes
 
 
+_UNIQUE: dict[str, tuple[Any, Any]] = {
+    "backend": (lambda reg: [b.name for b, _ in reg.backends], lambda n: f"backend {n!r}"),
+    "op": (lambda reg: [op.name for op in reg.ops], lambda n: f"op {n!r}"),
+    "rule": (lambda reg: [(k, n) for k, n, _ in reg.rules], lambda kn: f"{kn[0]} rule for {kn[1]!r}"),
+    "namespace": (lambda reg: [n for n, _ in reg.namespaces], lambda n: f"namespace array_api.{n}"),
+    "meter": (lambda reg: [n for n, _ in reg.meters], lambda n: f"meter {n!r}"),
+    "pass": (lambda reg: [n for n, _, _ in reg.passes], lambda n: f"pass {n!r}"),
+    "executor": (lambda reg: [n for n, _, _ in reg.executors], lambda n: f"executor {n!r}"),
+}
+"""What a plugin registers under a name no other registration may take: kind -> (the names
+a Registration holds of that kind, how an error names one). `Runtime._commit` checks them all
+in one loop; a duplicate names both sources. (Kernels may repeat at another priority.)"""
+
+
 def _build_constant(vtype: type, value: Any, aval: Any, name: str) -> Any:
     from .array_api._helpers import constant_buffer  # the namespace sits above the runtime
 
@@ -150,10 +164,10 @@ class Runtime:
         self.reports: list[PluginReport] = list(reports)
         self.backends: dict[str, tuple[Any, int, str]] = {}
         self.ops: dict[str, Primitive] = {**catalog.BY_NAME, **graph_prims.BY_NAME}
-        self._op_source: dict[str, str] = {n: "tenferro_core" for n in self.ops}
+        # (kind, name) -> who registered it, for every kind in _UNIQUE (duplicates name both)
+        self._sources: dict[tuple[str, Any], str] = {("op", n): "tenferro_core" for n in self.ops}
         self.kernels: dict[tuple[str, str], tuple[Any, int, str]] = {}
         self.rules: dict[tuple[str, str], Any] = {}
-        self._rule_source: dict[tuple[str, str], str] = {}
         self.passes: dict[str, tuple[Any, float, str]] = {}  # name -> (fn, position, source)
         self.meters: dict[str, Any] = {}
         # name -> (fn(graph, device), device prefixes it is the default for, source)
@@ -217,16 +231,13 @@ class Runtime:
     def _commit(self, reg: Registration) -> None:
         """Validate a plugin's registration against what is loaded, then apply it whole."""
         src = reg.source
-        names = [b.name for b, _ in reg.backends]
-        for b, _ in reg.backends:
-            if b.name in self.backends or names.count(b.name) > 1:
-                other = self.backends.get(b.name, (None, None, src))[2]
-                raise PluginError(f"backend {b.name!r} is registered twice: by {other} and by {src}")
-        ops = [op.name for op in reg.ops]
-        for op in reg.ops:
-            if op.name in self.ops or ops.count(op.name) > 1:
-                other = self._op_source.get(op.name, src)
-                raise PluginError(f"op {op.name!r} is registered twice: by {other} and by {src}")
+        staged_sources: dict[tuple[str, Any], str] = {}
+        for kind, (names_of, label) in _UNIQUE.items():
+            for name in names_of(reg):
+                other = self._sources.get((kind, name)) or staged_sources.get((kind, name))
+                if other is not None:
+                    raise PluginError(f"{label(name)} is registered twice: by {other} and by {src}")
+                staged_sources[(kind, name)] = src
         kernels: list[tuple[str, str, Any, int]] = list(reg.kernels)
         for b, _ in reg.backends:
             kernels = [(b.name, n, fn, -1) for n, fn in b.kernels().items()] + kernels
@@ -241,39 +252,15 @@ class Runtime:
                 )
             if prev is None or prio > prev[1]:
                 staged[key] = (fn, prio, src)
-        for kind, name, _ in reg.rules:
-            if (kind, name) in self.rules:
-                raise PluginError(
-                    f"{kind} rule for {name!r} is registered twice: by "
-                    f"{self._rule_source[(kind, name)]} and by {src}"
-                )
-        for n, _ in reg.namespaces:
-            if n in self.namespaces:
-                raise PluginError(f"namespace array_api.{n} is registered twice (again by {src})")
-        meter_names = [n for n, _ in reg.meters]
-        for n in meter_names:
-            if n in self.meters or meter_names.count(n) > 1:
-                raise PluginError(f"meter {n!r} is registered twice (again by {src})")
-        pass_names = [n for n, _, _ in reg.passes]
-        for n, _, _ in reg.passes:
-            if n in self.passes or pass_names.count(n) > 1:
-                other = self.passes[n][2] if n in self.passes else src
-                raise PluginError(f"pass {n!r} is registered twice: by {other} and by {src}")
-        names = [n for n, _, _ in reg.executors]
-        for n in names:
-            if n in self.executors or names.count(n) > 1:
-                other = self.executors[n][2] if n in self.executors else src
-                raise PluginError(f"executor {n!r} is registered twice: by {other} and by {src}")
         # all checks passed: apply
         for b, prio in reg.backends:
             self.backends[b.name] = (b, prio, src)
         for op in reg.ops:
             self.ops[op.name] = op
-            self._op_source[op.name] = src
         self.kernels.update(staged)
         for kind, name, fn in reg.rules:
             self.rules[(kind, name)] = fn
-            self._rule_source[(kind, name)] = src
+        self._sources.update(staged_sources)
         for n, fn, position in reg.passes:
             self.passes[n] = (fn, position, src)
         self.meters.update(reg.meters)

@@ -370,3 +370,19 @@ def test_cli_exits_non_zero_on_a_conflict_and_still_lists(clashing_dists):
     assert out.returncode == 1, out.stdout + out.stderr
     assert "evil-numpy" in out.stdout and "conflict" in out.stdout and "tenferro-numpy" in out.stdout
     assert "devices: numpy:cpu" in out.stdout and "failed or conflict" in out.stderr
+
+
+@pytest.mark.parametrize("kind, register, label", [
+    ("meter", lambda r: r.add_meter("m", _Meter()), "meter 'm'"),
+    ("pass", lambda r: r.add_pass("mine", lambda g: g, position=150), "pass 'mine'"),
+    ("executor", lambda r: r.add_executor("ex", lambda g, d: None), "executor 'ex'"),
+    ("rule", lambda r: r.add_rule("jvp", "exp", lambda *a, **k: None), "jvp rule for 'exp'"),
+    ("op", lambda r: r.add_op(define_op("dup.op.v1", lambda x: (x.shape, x.dtype))), "op 'dup.op.v1'"),
+])
+def test_a_duplicate_registration_of_any_kind_names_both_sources(kind, register, label):
+    """Every kind of named registration is checked by one table: the second plugin's report
+    names the thing and both plugins, and the first one's registration stays whole."""
+    rt = Runtime([numpy_plugin, hook_plugin("first", register), hook_plugin("second", register)])
+    assert rt.reports[1].ok, rt.reports[1].error
+    error = rt.reports[2].error
+    assert f"{label} is registered twice: by first and by second" in error, error
