@@ -16,8 +16,6 @@ compiled function runs the executable directly.
 from __future__ import annotations
 
 import functools
-import inspect
-import logging
 import threading
 import warnings
 from collections import namedtuple
@@ -26,53 +24,21 @@ from typing import Any
 
 import numpy as np
 
-from tenferro_core.errors import ArgumentError, ArgumentValueError, ConcretizationError, EnergyBudgetExceeded
+from tenferro_core.errors import ArgumentError, ConcretizationError, EnergyBudgetExceeded
 
 from .caches import LRUCache
+from .compile_keys import NotPlain, argnames, argnums, count, key_walk, parameters, static_key
+from .donation import DonatedTensor, FailedDonationTensor, invalidate
 from .executor import build_executable
 from .graph import Graph, GraphTrace, tensor_leaves, trace
 from .graph_prims import call_p
 from .pipeline import PassSpec, optimize
-from .pytree import _NODES, tree_flatten, tree_unflatten, unflattener
+from .pytree import tree_flatten, tree_unflatten, unflattener
+from .recompile import RecompileWarning, describe, difference, log, summary
 from .tensor import Tensor
 from .tracing import BOTTOM, interpreters, notify
 
-log = logging.getLogger("tenferro_runtime.compile")
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "maxsize", "currsize"])
-_BUF = Tensor.__dict__["_buf"]
-
-
-class RecompileWarning(UserWarning):
-    """A compiled function was traced again more often than its `recompile_warning` limit."""
-
-
-class DonatedTensor(Tensor):
-    """A tensor whose buffer was donated to a compiled function: it holds no value any more."""
-
-    __slots__ = ()
-
-    @property
-    def _buf(self) -> Any:
-        raise ArgumentError(
-            f"this {self._aval.str_short()} tensor was donated to a compiled function "
-            f"(donate_argnums) and its buffer may now hold that function's results; use the "
-            f"function's outputs instead, or don't donate it")
-
-    def __repr__(self) -> str:
-        return f"Tensor(<donated>, {self._aval.str_short()})"
-
-
-class FailedDonationTensor(DonatedTensor):
-    """A tensor donated to a compiled call that failed: its buffer may hold partial results."""
-
-    __slots__ = ()
-
-    @property
-    def _buf(self) -> Any:
-        raise ArgumentError(
-            f"this {self._aval.str_short()} tensor was donated to a compiled function "
-            f"(donate_argnums) whose call failed part-way, so its buffer may hold partial "
-            f"results; recompute it (or keep a copy before calling), or don't donate it")
 
 
 def _run_observed(stack: Any, callee: Callee) -> list:
@@ -163,13 +129,6 @@ class CompileTrace(GraphTrace):
         )
 
 
-def _static_key(value: Any) -> Any:
-    """A cache-key part for a static value (floats by repr: 0.0 and -0.0 differ, nan == nan)."""
-    if type(value) in (float, complex):
-        return (type(value), repr(value))
-    return (type(value), value)
-
-
 class Compiled:
     """A function compiled by `compile`: call it like the original."""
 
@@ -181,10 +140,10 @@ class Compiled:
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
-        self._params = _parameters(fn)
-        self.static_argnums = _ints(static_argnums, "static_argnums")
-        self.static_argnames = _names(static_argnames)
-        self.donate_argnums = _ints(donate_argnums, "donate_argnums")
+        self._params = parameters(fn)
+        self.static_argnums = argnums(static_argnums, "static_argnums")
+        self.static_argnames = argnames(static_argnames)
+        self.donate_argnums = argnums(donate_argnums, "donate_argnums")
         self._link_static_names()
         both = set(self.static_argnums) & set(self.donate_argnums)
         if both:
@@ -200,8 +159,8 @@ class Compiled:
             check_executor(default_runtime(), backend)
         self.passes = passes
         self.backend = backend
-        self._cache = LRUCache(f"compile[{self.__name__}]", _count(maxsize, "maxsize", 1))
-        self.recompile_warning = _count(recompile_warning, "recompile_warning", 0)
+        self._cache = LRUCache(f"compile[{self.__name__}]", count(maxsize, "maxsize", 1))
+        self.recompile_warning = count(recompile_warning, "recompile_warning", 0)
         self._traces = 0
         self._warned = False
         self._last: list | None = None  # the argument descriptions of the last trace
@@ -257,7 +216,7 @@ class Compiled:
                     f"compile({self.__name__}): static argument {self._label(where)} must be hashable "
                     f"(it is part of the cache key), got an unhashable {type(v).__name__}; pass a "
                     f"tuple instead of a list, or make it a dynamic (tensor) argument") from None
-        key = tuple((w, _static_key(v)) for w, v in statics)
+        key = tuple((w, static_key(v)) for w, v in statics)
         return key, tuple(dyn_args), dyn_kwargs
 
     def _positional(self) -> list[str]:
@@ -305,7 +264,7 @@ class Compiled:
                         f"compile({self.__name__}): an argument leaf of type {type(x).__name__} is "
                         f"neither a tensor nor a hashable Python value; pass tensors (or "
                         f"register its type as a pytree), or mark the argument static") from None
-                parts.append(_static_key(x))
+                parts.append(static_key(x))
         return parts, tensors
 
     # ---- calls ------------------------------------------------------------------
@@ -315,9 +274,9 @@ class Compiled:
             parts: list = []
             tensors: list = []
             try:  # the common call: containers of tensors, keyed in one walk
-                _key_walk(args, parts, tensors)
+                key_walk(args, parts, tensors)
                 return tuple(parts), tensors
-            except _NotPlain:
+            except NotPlain:
                 pass
         key, tensors, _ = self._signature(args, kwargs)
         return key, tensors
@@ -348,20 +307,12 @@ class Compiled:
             raise
         except BaseException:
             if self.donate_argnums:  # a donated buffer may hold part of the results now
-                self._invalidate_donated(args, (), FailedDonationTensor)
+                invalidate(args, self.donate_argnums, (), FailedDonationTensor)
             raise
         if self.donate_argnums:
-            self._invalidate_donated(args, outs, DonatedTensor)
+            invalidate(args, self.donate_argnums, outs, DonatedTensor)
         return rebuild_out(outs)
 
-    def _invalidate_donated(self, args: tuple, outs: Any, cls: type) -> None:
-        keep = {id(o) for o in outs}
-        for i in self.donate_argnums:
-            if i < len(args):
-                for t in tree_flatten(args[i])[0]:
-                    if type(t) is Tensor and id(t) not in keep:
-                        _BUF.__delete__(t)
-                        t.__class__ = cls
 
     def _compile(self, key: tuple, tensors: list, rebuild: tuple) -> tuple:
         leaves, treedef, args, kwargs = rebuild
@@ -401,15 +352,15 @@ class Compiled:
         return [k for k, pos in enumerate(positions) if id(leaves[pos]) in ids]
 
     def _log_reason(self, args: tuple, kwargs: dict) -> None:
-        desc = _describe(self._positional(), args, kwargs, self.static_argnums, self.static_argnames)
+        desc = describe(self._positional(), args, kwargs, self.static_argnums, self.static_argnames)
         with self._lock:
             last, self._last = self._last, desc
             self._traces += 1
             n = self._traces
         if last is None:
-            log.debug("compile(%s): first trace, for %s", self.__name__, _summary(desc))
+            log.debug("compile(%s): first trace, for %s", self.__name__, summary(desc))
             return
-        reason = _difference(last, desc)
+        reason = difference(last, desc)
         log.info("compile(%s): recompiling (trace %d): %s", self.__name__, n, reason)
         if n > self.recompile_warning and not self._warned:
             self._warned = True
@@ -438,134 +389,6 @@ class Compiled:
 
     def __repr__(self) -> str:
         return f"<compiled function {self.__name__}>"
-
-
-class _NotPlain(Exception):
-    """An argument `_key_walk` does not key (a namedtuple, a Python scalar, a NumPy array...)."""
-
-
-_TUPLE, _LIST, _DICT, _NONE = "tuple", "list", "dict", None
-
-
-def _key_walk(x: Any, key: list, leaves: list) -> None:
-    """Append `x`'s structure and tensor avals to `key` and its tensors to `leaves` (in
-    tree_flatten's order), for tuples, lists, dicts, None, tensors and registered pytree nodes;
-    raise _NotPlain for anything else. The key is prefix-free: containers add a marker and
-    their size (dicts their keys, registered nodes their class and aux data), tensors their
-    aval."""
-    t = type(x)
-    if t is tuple or t is list:
-        key.append(_TUPLE if t is tuple else _LIST)
-        key.append(len(x))
-        items = x
-    elif t is dict:
-        names = tuple(sorted(x))
-        key.append(_DICT)
-        key.append(names)
-        items = [x[k] for k in names]
-    elif x is None:
-        key.append(_NONE)
-        return
-    elif isinstance(x, Tensor):
-        key.append(x._aval)
-        leaves.append(x)
-        return
-    elif t in _NODES:
-        items, aux = _NODES[t][0](x)
-        key.append(t)
-        key.append(aux)
-        key.append(len(items))
-    else:
-        raise _NotPlain
-    for c in items:
-        if type(c) is Tensor:
-            key.append(c._aval)
-            leaves.append(c)
-        else:
-            _key_walk(c, key, leaves)
-
-
-def _parameters(fn: Callable) -> list:
-    try:
-        return list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return []
-
-
-def _ints(value: Any, name: str) -> tuple[int, ...]:
-    vals = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
-    if not isinstance(vals, (tuple, list)) or any(
-            not isinstance(v, int) or isinstance(v, bool) for v in vals):
-        raise ArgumentError(f"compile: {name} must be a non-negative int or a tuple of them, got "
-                            f"{type(value).__name__} {value!r}")
-    if any(v < 0 for v in vals):
-        raise ArgumentValueError(f"compile: {name} must be non-negative positions of the function's "
-                                 f"arguments, got {value!r}; count positions from 0")
-    return tuple(sorted(set(vals)))
-
-
-def _count(value: Any, name: str, least: int) -> int:
-    """`value` as an int >= `least` (a TypeError for another type, a ValueError below it)."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ArgumentError(f"compile: {name} must be an int >= {least}, got {type(value).__name__} "
-                            f"{value!r}")
-    if value < least:
-        raise ArgumentValueError(f"compile: {name} must be an int >= {least}, got {value}")
-    return value
-
-
-def _names(value: Any) -> tuple[str, ...]:
-    vals = (value,) if isinstance(value, str) else value
-    if not isinstance(vals, (tuple, list)) or any(not isinstance(v, str) for v in vals):
-        raise ArgumentError(f"compile: static_argnames must be a str or a tuple of str, got {value!r}")
-    return tuple(vals)
-
-
-def _describe(names: list, args: tuple, kwargs: dict, static_nums: tuple, static_names: tuple) -> list:
-    """[(argument path, what it is)] for the recompile log."""
-    out: list = []
-    for i, a in enumerate(args):
-        label = names[i] if i < len(names) else f"args[{i}]"
-        _walk(label, a, i in static_nums, out)
-    for k in sorted(kwargs):
-        _walk(k, kwargs[k], k in static_names, out)
-    return out
-
-
-def _walk(path: str, x: Any, static: bool, out: list) -> None:
-    if static:
-        out.append((path, f"static value {x!r}"))
-    elif isinstance(x, Tensor):
-        out.append((path, f"{x._aval.dtype}{list(x._aval.shape)} on {x._aval.device}"))
-    elif isinstance(x, (tuple, list)):
-        out.append((path, f"{type(x).__name__} of {len(x)}"))
-        for j, c in enumerate(x):
-            _walk(f"{path}[{j}]", c, False, out)
-    elif isinstance(x, dict):
-        out.append((path, f"dict with keys {sorted(map(str, x))}"))
-        for k in sorted(x, key=str):
-            _walk(f"{path}[{k!r}]", x[k], False, out)
-    elif isinstance(x, np.ndarray):
-        out.append((path, f"numpy {x.dtype}{list(x.shape)}"))
-    else:
-        out.append((path, f"Python value {x!r}"))
-
-
-def _difference(old: list, new: list) -> str:
-    before = dict(old)
-    for path, what in new:
-        if path not in before:
-            return f"argument {path} is new ({what})"
-        if before[path] != what:
-            return f"argument {path} changed from {before[path]} to {what}"
-    gone = [p for p, _ in old if p not in dict(new)]
-    if gone:
-        return f"argument {gone[0]} is no longer passed"
-    return "the cached signature was evicted (cache full) or cleared"
-
-
-def _summary(desc: list) -> str:
-    return ", ".join(f"{p}: {w}" for p, w in desc[:8]) + (" ..." if len(desc) > 8 else "")
 
 
 def compile(fn: Callable | None = None, *, static_argnums: int | Sequence[int] = (),

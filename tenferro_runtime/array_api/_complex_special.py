@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 
 from .. import lax
 from ..tensor import Tensor
-from ._elementwise import full_like_t
+from ._elementwise_base import full_like_t
 from ._elementwise_special import _INT_OF, _signbit
 
 _INF, _NAN, _PI = math.inf, math.nan, math.pi
