@@ -36,7 +36,7 @@ from .pipeline import PassSpec, optimize
 from .pytree import tree_flatten, tree_unflatten, unflattener
 from .recompile import RecompileWarning, describe, difference, log, summary
 from .tensor import Tensor
-from .tracing import BOTTOM, interpreters, notify
+from .tracing import BOTTOM, ask, interpreters, notify
 
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "maxsize", "currsize"])
 
@@ -45,8 +45,7 @@ def _run_observed(stack: Any, callee: Callee) -> list:
     """A compiled call with no tensor arguments in a context with observers: run now, and
     asked and told as `bind` asks and tells them of any op (energy, budgets)."""
     params = {"fn": callee}
-    for o in stack.pre:
-        o.before(call_p, (), params)
+    ask(stack, call_p, (), params)
     outs = callee.run(())
     notify(stack, call_p, (), params, tuple(outs) if call_p.multiple_results else outs)
     return outs

@@ -15,7 +15,7 @@ from typing import Any
 from tenferro_core.primitive import Primitive
 
 from .eager import EVAL, _with_device
-from .tracing import BOTTOM, interpreters, notify, top_trace
+from .tracing import BOTTOM, ask, interpreters, notify, top_trace
 
 _NO_PARAMS: dict = {}
 
@@ -27,8 +27,7 @@ def bind(prim: Primitive, args: tuple, params: dict = _NO_PARAMS) -> Any:
         return EVAL.process(prim, args, params)
     top = top_trace(args, stack) if stack.traces else None  # observers only: an escaped tracer
     if top is None:  # still fails in the eager interpreter (reaching its buffer raises)
-        for o in stack.pre:  # observers that check an op before it runs (energy budgets)
-            o.before(prim, args, params)
+        ask(stack, prim, args, params)  # observers that check an op before it runs (budgets)
         if not params and not prim.params:
             out = EVAL.process(prim, args, params)
         else:

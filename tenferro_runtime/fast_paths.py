@@ -17,7 +17,7 @@ from tenferro_core.primitive import Primitive
 
 from .kernels import call, failed
 from .tensor import Tensor
-from .tracing import BOTTOM, interpreters, notify
+from .tracing import BOTTOM, ask, interpreters, notify
 
 _NO_PARAMS: dict = {}
 _new_tensor = object.__new__
@@ -165,8 +165,7 @@ def clear_fronts() -> None:
 def _observed(stack: Any, fn: Any, args: tuple, out_aval: Any, prim: Primitive, device: Any) -> Tensor:
     """A fast path's kernel call in a context with observers, as `bind` runs it: the observers
     that check ops beforehand are asked first, all of them are told after."""
-    for o in stack.pre:
-        o.before(prim, args, _NO_PARAMS)
+    ask(stack, prim, args, _NO_PARAMS)
     t = _call(fn, [a._buf for a in args], out_aval, prim, device)
     notify(stack, prim, args, _NO_PARAMS, t)
     return t

@@ -23,7 +23,7 @@ from .eager import _not_tensor, _with_device
 from .plan import build_plan
 from .pytree import tree_flatten, tree_unflatten
 from .tensor import Tensor
-from .tracing import BOTTOM, Trace, Tracer, interpreters, new_trace
+from .tracing import BOTTOM, Trace, Tracer, interpreters, new_trace, notify_graph
 
 # The layers themselves; every loaded plugin's top-level package is skipped too (Runtime records).
 _LAYERS = frozenset({"tenferro_core", "tenferro_runtime", "tenferro_ad", "contextlib"})
@@ -325,8 +325,7 @@ def eval_graph(graph: Graph, *args: Any) -> list[Any]:
     plan = _ready_plan(graph, stack)
     if plan is not None and plan.accepts(args):
         outs = plan.run(args)
-        for o in stack.observers:
-            o.observe_graph(graph, args, outs)
+        notify_graph(stack, graph, args, outs)
         return outs
     env: dict[Var, Any] = dict(graph.consts)
     env.update(zip(graph.inputs, args))

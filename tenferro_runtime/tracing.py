@@ -203,6 +203,19 @@ def notify(stack: _Stack, prim: Any, args: tuple, params: dict, out: Any) -> Non
         o.observe(prim, args, params, out)
 
 
+def ask(stack: _Stack, prim: Any, args: tuple, params: dict) -> None:
+    """Ask the observers of `stack` that check ops beforehand (energy budgets) whether `prim`
+    may run on `args` now; one of them raises to refuse it."""
+    for o in stack.pre:
+        o.before(prim, args, params)
+
+
+def notify_graph(stack: _Stack, graph: Any, args: tuple, outs: list) -> None:
+    """Tell the observers of `stack` (all of them take whole graphs) that `graph` ran."""
+    for o in stack.observers:
+        o.observe_graph(graph, args, outs)
+
+
 def observe(prim: Any, args: tuple, params: dict, out: Any) -> None:
     """Tell this context's observers that `out` was made from `args` without a kernel
     (e.g. a fresh wrapper over the same buffer, reported as `copy`)."""
@@ -253,7 +266,7 @@ def is_eager() -> bool:
 
 
 __all__ = [
-    "BOTTOM", "EagerInterpreter", "Observer", "Trace", "Tracer", "eager_only", "interpreters",
-    "is_eager", "new_trace", "notify", "notify_assign", "observe", "observers", "pop",
+    "BOTTOM", "EagerInterpreter", "Observer", "Trace", "Tracer", "ask", "eager_only", "interpreters",
+    "is_eager", "new_trace", "notify", "notify_assign", "notify_graph", "observe", "observers", "pop",
     "push_observer", "remove_observer", "top_trace",
 ]
