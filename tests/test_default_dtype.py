@@ -48,6 +48,7 @@ def test_float64_by_default_as_numpy(device):
     with use_runtime(rt):
         assert set(_results(_device(device)).values()) == {xp.float64}
         assert xp.asarray(1j, device=device).dtype is xp.complex128
+        assert xp.result_type(xp.int32, 1.5) is xp.float64
         assert xp.__array_namespace_info__().default_dtypes()["real floating"] is xp.float64
 
 
@@ -62,6 +63,7 @@ def test_float32_runtime(device, spelling):
         assert set(got.values()) == {xp.float32}, got
         assert xp.asarray(1j, device=dev).dtype is xp.complex64
         assert (xp.asarray([1, 2], device=dev) + 1j).dtype is xp.complex64
+        assert xp.result_type(xp.int32, 1.5) is xp.float32 and xp.result_type(xp.int8, 1j) is xp.complex64
         assert xp.linspace(0, 1j, 2, device=dev).dtype is xp.complex64
         assert xp.__array_namespace_info__().default_dtypes(device=dev) == {
             "real floating": xp.float32, "complex floating": xp.complex64, "integral": xp.int64,

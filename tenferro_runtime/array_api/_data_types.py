@@ -124,7 +124,8 @@ def isdtype(dtype: Any, kind: Any) -> bool:
 
 
 def result_type(*arrays_and_dtypes: Any) -> D.DType:
-    """The promoted dtype of tensors, dtypes and Python scalars (scalars are weak)."""
+    """The promoted dtype of tensors, dtypes and Python scalars (scalars are weak; a float with
+    integers gives the runtime's default float dtype, as ``int_tensor + 0.5`` does)."""
     dtypes, scalars = [], []
     for a in arrays_and_dtypes:
         if is_scalar(a):
@@ -137,8 +138,10 @@ def result_type(*arrays_and_dtypes: Any) -> D.DType:
             "tensor dtype (pass e.g. float64 alongside them)"
         )
     out = D.result_type(*dtypes)
-    for s in scalars:
-        out = D.promote_scalar(out, s)
+    if scalars:
+        default = resolve_device(None).runtime.default_float_dtype
+        for s in scalars:
+            out = D.promote_scalar(out, s, default)
     return out
 
 
