@@ -40,6 +40,28 @@ class GraphPrimitive(Primitive):
         return tuple(v.aval if hasattr(v, "aval") else _aval_of(v) for v in graph.outputs)
 
 
+FOLD_MAX = 1 << 16
+"""Elements: a node whose results are larger is recomputed rather than kept as a constant."""
+
+
+def pinned(node: Any) -> bool:
+    """True for a node no pass or plan may merge, drop or evaluate early: effectful, random,
+    or a `call`/`fused` whose graph holds such a node."""
+    prim = node.prim
+    if prim.effects or prim.category == "random":
+        return True
+    if isinstance(prim, GraphPrimitive):
+        return any(pinned(m) for m in prim.graph_of(node.params).nodes)
+    return False
+
+
+def foldable(node: Any, max_elements: int = FOLD_MAX) -> bool:
+    """True for a node that may run once, ahead of time, when all its inputs are constants
+    (results of at most `max_elements` elements in all): the one rule the `fold` pass and a
+    plan's build both follow."""
+    return not pinned(node) and sum(v.aval.size for v in node.outputs) <= max_elements
+
+
 def _aval_of(value: Any) -> Aval:
     return value._aval
 

@@ -18,12 +18,12 @@ from typing import Any
 from tenferro_core.errors import TenferroError
 
 from .eager import dispatch
+from .graph_prims import GraphPrimitive, foldable
 from .kernels import call, check_result
 from .tensor import Tensor
 from .tracing import eager_only
 
 _new_tensor = object.__new__
-_FOLD_MAX = 1 << 16  # elements: larger constant results are recomputed rather than kept
 
 
 class Plan:
@@ -195,8 +195,7 @@ class _Builder:
         self.results.update(outs)
         ins = tuple(slots[v] for v in node.inputs)
         step = (fn, prim, ins, tuple(outs), dict(params) if params else None, prim.multiple_results)
-        if (not prim.effects and all(i in self.known for i in ins)
-                and sum(v.aval.size for v in node.outputs) <= _FOLD_MAX):
+        if all(i in self.known for i in ins) and foldable(node):
             _execute([(*step, ())], self.template, device, self.avals)  # constant folding
             self.known.update(outs)
         else:
@@ -209,14 +208,10 @@ class _Builder:
     def inline(self, node: Any, slots: dict) -> bool:
         """The steps of a `fused` or `call` node's graph in place of the node."""
         from .graph import Var
-        from .graph_prims import call_p, fused_p
 
-        if node.prim is fused_p:
-            inner = node.params["graph"]
-        elif node.prim is call_p:
-            inner = node.params["fn"].graph
-        else:
+        if not isinstance(node.prim, GraphPrimitive):
             return False
+        inner = node.prim.graph_of(node.params)
         sub = dict(zip(inner.inputs, [slots[v] for v in node.inputs]))
         if not self.graph(inner, sub, _free_after(inner) if self.freeing else None):
             return False

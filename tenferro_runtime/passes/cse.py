@@ -10,7 +10,7 @@ from typing import Any
 
 from ..eager import params_key
 from ..graph import Graph, Node, Var
-from ..graph_prims import GraphPrimitive
+from ..graph_prims import pinned
 
 
 def common_subexpressions(graph: Graph) -> Graph:
@@ -55,17 +55,6 @@ def _buffer(t: Any) -> Any:
         return t._buf
     except Exception:  # a tracer (an outer transformation's value) has none
         return None
-
-
-def pinned(node: Node) -> bool:
-    """True for a node no pass may merge, drop or evaluate early: effectful, random, or a
-    `call`/`fused` whose graph holds such a node."""
-    prim = node.prim
-    if prim.effects or prim.category == "random":
-        return True
-    if isinstance(prim, GraphPrimitive):
-        return any(pinned(m) for m in prim.graph_of(node.params).nodes)
-    return False
 
 
 def _key(node: Node) -> tuple | None:

@@ -6,21 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 from ..graph import Graph, Var
+from ..graph_prims import FOLD_MAX, foldable
 from ..tensor import Tensor
 from ..tracing import eager_only
-from .cse import _key, pinned
+from .cse import _key
 
 
-def fold_constants(graph: Graph, max_elements: int = 65536) -> Graph:
-    """`graph` with every foldable node (outputs of at most `max_elements` elements in all)
-    replaced by constants; a node whose evaluation raises stays. Unused constants go.
-    Repeated nodes fold to the same tensors (so CSE can merge their constants)."""
+def fold_constants(graph: Graph, max_elements: int = FOLD_MAX) -> Graph:
+    """`graph` with every `foldable` node whose inputs are all constants replaced by
+    constants (results of at most `max_elements` elements); a node whose evaluation raises
+    stays. Unused constants go. Repeated nodes fold to the same tensors (so CSE can merge
+    their constants)."""
     consts = dict(graph.consts)
     nodes = []
     done: dict = {}
     for n in graph.nodes:
-        if (pinned(n) or sum(v.aval.size for v in n.outputs) > max_elements
-                or not all(type(consts.get(v)) is Tensor for v in n.inputs)):
+        if not foldable(n, max_elements) or not all(type(consts.get(v)) is Tensor for v in n.inputs):
             nodes.append(n)
             continue
         key = _key(n)
