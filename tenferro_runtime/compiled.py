@@ -33,7 +33,7 @@ from .executor import build_executable
 from .graph import Graph, GraphTrace, tensor_leaves, trace
 from .graph_prims import call_p
 from .pipeline import PassSpec, optimize
-from .pytree import tree_flatten, tree_unflatten, unflattener
+from .pytree import tree_flatten, tree_unflatten, unflattener, unregistered_hint
 from .recompile import RecompileWarning, describe, difference, log, summary
 from .tensor import Tensor
 from .tracing import BOTTOM, ask, interpreters, notify
@@ -261,8 +261,8 @@ class Compiled:
                 except TypeError:
                     raise ArgumentError(
                         f"compile({self.__name__}): an argument leaf of type {type(x).__name__} is "
-                        f"neither a tensor nor a hashable Python value; pass tensors (or "
-                        f"register its type as a pytree), or mark the argument static") from None
+                        f"neither a tensor nor a hashable Python value; pass tensors, or mark the "
+                        f"argument static; {unregistered_hint(x)}") from None
                 parts.append(static_key(x))
         return parts, tensors
 

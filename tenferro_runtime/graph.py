@@ -21,7 +21,7 @@ from tenferro_core.errors import ArgumentError, TenferroError
 
 from .eager import _not_tensor, _with_device
 from .plan import build_plan
-from .pytree import tree_flatten, tree_unflatten
+from .pytree import tree_flatten, tree_unflatten, unregistered_hint
 from .tensor import Tensor
 from .tracing import BOTTOM, Trace, Tracer, interpreters, new_trace, notify_graph
 
@@ -285,10 +285,11 @@ def tensor_leaves(out: Any, who: str) -> tuple[list, Any]:
     leaves, treedef = tree_flatten(out)
     for o in leaves:
         if not isinstance(o, Tensor):
+            hint = f"; {unregistered_hint(o)}" if type(o).__module__ != "builtins" else ""
             raise ArgumentError(
                 f"{who}: the function returned a {type(o).__name__} leaf; transformed and compiled "
                 f"functions return tensors (pytrees of tensors): convert it with xp.asarray inside "
-                f"the function, or return it from outside")
+                f"the function, or return it from outside{hint}")
     return leaves, treedef
 
 
@@ -307,8 +308,8 @@ def _example(x: Any, i: int) -> Any:
     except TypeError:
         raise ArgumentError(
             f"trace: example leaf {i} of type {type(x).__name__} is neither a tensor, an aval, a NumPy "
-            f"array nor a hashable Python value (a static argument); pass tensors, or register its "
-            f"type as a pytree"
+            f"array nor a hashable Python value (a static argument); pass tensors; "
+            f"{unregistered_hint(x)}"
         ) from None
     return x
 

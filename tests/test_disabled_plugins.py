@@ -133,6 +133,26 @@ def test_unregistered_class_names_register_pytree_node():
     assert "register_pytree_node" not in str(info.value)  # builtins are no candidates
 
 
+class Unhashable(Params):
+    __hash__ = None
+
+
+def test_compile_and_trace_name_register_pytree_node_too():
+    """A compiled or traced function returning an unregistered class, or given an unhashable
+    one, says how to register it (the one leaf check of graph.tensor_leaves)."""
+    x = xp.asarray([1.0, 2.0])
+    hint = "tenferro_runtime.pytree.register_pytree_node(Params, flatten, unflatten)"
+    for call in (lambda: tr.compile(lambda v: Params(v, v))(x), lambda: tr.trace(lambda v: Params(v, v), x)):
+        with pytest.raises(ArgumentError, match="returned a Params leaf") as info:
+            call()
+        assert hint in str(info.value) and isinstance(info.value, TypeError)
+    u = Unhashable(x, x)
+    for call in (lambda: tr.compile(lambda q: q.w)(u), lambda: tr.trace(lambda q: q.w, u)):
+        with pytest.raises(ArgumentError, match="Unhashable") as info:
+            call()
+        assert "register_pytree_node(Unhashable, flatten, unflatten)" in str(info.value)
+
+
 def test_registered_class_then_works():
     class Pair:
         def __init__(self, w, b):
