@@ -7,6 +7,8 @@ IndexError, AttributeError), so generic handlers keep working.
 
 from __future__ import annotations
 
+import os as _os
+
 import numpy as _np
 
 
@@ -18,8 +20,10 @@ class ShapeError(TenferroError, ValueError):
     """A shape, axis or size does not fit the operation."""
 
 
-class AxisError(ShapeError, IndexError):
-    """An axis is out of range for the array's rank."""
+class AxisError(ShapeError, _np.exceptions.AxisError):
+    """An axis is out of range for the array's rank, or repeated. Also NumPy's
+    `numpy.exceptions.AxisError` (a ValueError and an IndexError), so code written against
+    NumPy catches it. Raised with a message only (`axis` and `ndim` are None)."""
 
 
 class TenferroIndexError(TenferroError, IndexError):
@@ -87,6 +91,32 @@ class EnergyBudgetExceeded(TenferroError, RuntimeError):
         self.unit = unit
 
 
+class MeterError(TenferroError, RuntimeError):
+    """An energy meter could not be read, or returned what no device can do (negative, NaN, a
+    counter that goes back without a documented wraparound, a jump implying more power than
+    one device draws); accounting then labels the region and falls back to the next meter or
+    the estimate. Also importable from `tenferro_core.energy`."""
+
+
+class TenferroIOError(TenferroError, OSError):
+    """The operating system refused a file tenferro reads or writes (a read-only folder, a
+    full disk, a directory where a file was expected). Also an `OSError` carrying the
+    original `errno`; the message names the path (also in `filename`), and the cause is
+    chained as ``__cause__``."""
+
+    def __init__(self, message: str, errno: int | None = None, filename: str | None = None):
+        super().__init__(message)
+        self.errno = errno
+        self.strerror = _os.strerror(errno) if errno else None
+        self.filename = filename
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self) -> tuple:
+        return type(self), (str(self), self.errno, self.filename)
+
+
 class ArgumentValueError(ArgumentError, ValueError):
     """A non-tensor argument has the right type but a bad value (an unknown `ord` or `mode`, a
     negative tolerance). Also a `ValueError`, as NumPy raises; an `ArgumentError` as before."""
@@ -114,6 +144,8 @@ __all__ = [
     "ConcretizationError",
     "PluginError",
     "EnergyBudgetExceeded",
+    "MeterError",
+    "TenferroIOError",
     "ArgumentValueError",
     "LinAlgShapeError",
 ]

@@ -6,7 +6,8 @@
   (``inf // 2`` is inf, ``5 // -inf`` is -0); float16 computes in float32.
 - ``round`` is half-to-even; complex rounds both parts.
 - ``hypot`` scales by the larger magnitude so it never overflows early;
-  ``logaddexp`` is max + log1p(exp(-|x1 - x2|)).
+  ``logaddexp`` is hi + log1p(exp(lo - hi)) with (hi, lo) = (x1, x2) ordered by a select,
+  so that its derivatives of every order are right at ties (``logaddexp2`` likewise).
 - ``copysign``, ``signbit`` and ``nextafter`` work on the bit pattern
   (``bitcast_convert``), so they see signed zeros and NaN sign bits.
 - ``log2`` / ``log10`` are log(x) / log(base), snapped to the exact integer
@@ -14,8 +15,8 @@
 - ``clip`` keeps x's dtype; bounds may be tensors or Python scalars, and
   integer bounds beyond x's range are clamped to it.
 
-Integer inputs to the floating-point functions here compute in float64
-(see `_elementwise`).
+Integer inputs to the floating-point functions here compute in the runtime's default float
+dtype (float64 unless set; see `_elementwise`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tenferro_core.errors import DTypeError
 
 from .. import lax
 from ..tensor import Tensor
-from ._elementwise import dtype_of, float_operands, full_like_t, to_inexact
+from ._elementwise_base import dtype_of, float_operands, full_like_t, to_inexact
 from ._helpers import (
     _INT_RANGE,
     broadcast_shapes,
@@ -177,14 +178,37 @@ def hypot(x1: Any, x2: Any, /) -> Tensor:
     return lax.select(inf, full_like_t(big, math.inf), out)
 
 
-def logaddexp(x1: Any, x2: Any, /) -> Tensor:
-    """log(exp(x1) + exp(x2)) computed stably."""
-    a, b = float_operands("logaddexp", x1, x2, real=True)
+def _log_add_exp(name: str, x1: Any, x2: Any, base2: bool) -> Tensor:
+    """hi + log1p(exp(lo - hi)) (base 2: hi + log2(1 + 2**(lo - hi))), hi and lo x1 and x2 in
+    order, picked by a select rather than by maximum/minimum/abs.
+
+    ``a + log1p(exp(b - a))`` is log(e**a + e**b) for every a and b, a smooth function;
+    the select only keeps exp from overflowing. So derivatives of every order are the
+    function's own, at ties too (the second derivative at x1 == x2 is 1/4; ln(2)/4 in base
+    2). max + log1p(exp(-|x1 - x2|)) has the same values, but its two terms have kinks at
+    ties that cancel in value only: differentiated twice, it gave 0 there.
+    """
+    a, b = float_operands(name, x1, x2, real=True)
+    a_first = lax.ge(a, b)  # False where either is NaN: then lo - hi is NaN, as is the result
+    hi, lo = lax.select(a_first, a, b), lax.select(a_first, b, a)
+    same_inf = lax.logical_and(lax.eq(a, b), lax.isinf(a))  # equal infinities: no inf - inf
     zero = full_like_t(a, 0)
-    same = lax.eq(a, b)  # equal infinities: no inf - inf
-    d = lax.sub(lax.select(same, zero, a), lax.select(same, zero, b))
-    tail = lax.log1p(lax.exp(lax.neg(lax.abs(d))))
-    return lax.add(lax.maximum(a, b), tail)
+    d = lax.sub(lax.select(same_inf, zero, lo), lax.select(same_inf, zero, hi))
+    if not base2:
+        return lax.add(hi, lax.log1p(lax.exp(d)))
+    tail = lax.log1p(lax.pow(full_like_t(d, 2), d))  # 2**d exactly, as NumPy's exp2
+    return lax.add(hi, lax.mul(tail, full_like_t(tail, 1 / math.log(2))))
+
+
+def logaddexp(x1: Any, x2: Any, /) -> Tensor:
+    """log(exp(x1) + exp(x2)) computed stably (exact derivatives of every order)."""
+    return _log_add_exp("logaddexp", x1, x2, base2=False)
+
+
+def logaddexp2(x1: Any, x2: Any, /) -> Tensor:
+    """log2(2**x1 + 2**x2) computed stably: NumPy's, PyTorch's and JAX's logaddexp2 (an
+    extra beyond the standard)."""
+    return _log_add_exp("logaddexp2", x1, x2, base2=True)
 
 
 # ---------------------------------------------------------------- bit-level
@@ -249,10 +273,12 @@ _SMALLEST_NORMAL = {"float16": 2.0**-14, "bfloat16": 2.0**-126, "float32": 2.0**
 
 def _snap(y: Any, mag: Any, base: float) -> Any:
     """y = log(mag) / log(base), replaced by round(y) where mag is a normal float equal to
-    base**round(y): mag's rounding is then far below half an ulp of y, so that is exact."""
+    base**round(y): mag's rounding is then far below half an ulp of y, so that is exact.
+    Not where mag is inf (a complex |x| that overflowed: base**round(y) overflows too)."""
     r = lax.round(y)
-    exact = lax.logical_and(lax.eq(lax.pow(full_like_t(y, base), r), mag),
-                            lax.ge(mag, full_like_t(mag, _SMALLEST_NORMAL[mag.dtype.name])))
+    normal = lax.logical_and(lax.ge(mag, full_like_t(mag, _SMALLEST_NORMAL[mag.dtype.name])),
+                             lax.isfinite(mag))
+    exact = lax.logical_and(lax.eq(lax.pow(full_like_t(y, base), r), mag), normal)
     return lax.select(exact, r, y)
 
 
@@ -344,6 +370,6 @@ def clip(x: Any, /, min: Any = None, max: Any = None) -> Tensor:
 
 
 __all__ = [
-    "clip", "copysign", "floor_divide", "hypot", "log2", "log10", "logaddexp", "nextafter",
-    "remainder", "round", "signbit",
+    "clip", "copysign", "floor_divide", "hypot", "log2", "log10", "logaddexp", "logaddexp2",
+    "nextafter", "remainder", "round", "signbit",
 ]

@@ -54,6 +54,22 @@ def _host(t: Tensor) -> np.ndarray | None:
     return t.numpy() if type(t) is Tensor and t._buf is not None else None
 
 
+def _mask_fits(mask_shape: tuple[int, ...], axes_shape: tuple[int, ...]) -> bool:
+    """Whether a boolean index of `mask_shape` may index axes of `axes_shape`: each of its
+    sizes equals the axis' or is 0 (the Array API standard's rule, NumPy's too; a mask with a
+    0 axis selects nothing, whatever the sizes it is matched against)."""
+    return len(mask_shape) == len(axes_shape) and all(
+        m in (n, 0) for m, n in zip(mask_shape, axes_shape))
+
+
+def _mask_mismatch(mask_shape: tuple[int, ...], axes_shape: tuple[int, ...],
+                   where: str) -> TenferroIndexError:
+    return TenferroIndexError(
+        f"boolean index of shape {mask_shape} does not match the indexed {where} of shape "
+        f"{axes_shape}; each of its sizes must equal the axis' size or be 0"
+    )
+
+
 def _stack_last(ts: list[Tensor]) -> Tensor:
     """Stack same-shape tensors along a new trailing axis."""
     cols = [reshape(t, t.shape + (1,)) for t in ts]
@@ -265,11 +281,8 @@ class _Plan:
             self.advs.append(_Adv(axis, idx, idx.shape))
             return axis + 1
         k = p.ndim  # a bool mask over axes axis .. axis + k - 1
-        if p.shape != shape[axis:axis + k]:
-            raise TenferroIndexError(
-                f"boolean index of shape {p.shape} does not match the indexed axes "
-                f"{axis}..{axis + k - 1} of shape {shape[axis:axis + k]}"
-            )
+        if not _mask_fits(p.shape, shape[axis:axis + k]):
+            raise _mask_mismatch(p.shape, shape[axis:axis + k], f"axes {axis}..{axis + k - 1}")
         if k == 0:
             self.advs.append(_Adv(None, None, (1,) if bool(p) else (0,)))
         for j, c in enumerate(nonzero_coords(p) if k else ()):
@@ -426,10 +439,9 @@ def _mask_select(x: Tensor, key: Any, value: Tensor) -> Tensor | None:
         return None
     k = key.ndim
     if key.shape != x.shape[:k]:
-        raise TenferroIndexError(
-            f"boolean index of shape {key.shape} does not match the indexed axes of shape "
-            f"{x.shape[:k]}"
-        )
+        if _mask_fits(key.shape, x.shape[:k]):
+            return None  # a 0 axis: the mask selects nothing, the general path knows
+        raise _mask_mismatch(key.shape, x.shape[:k], "axes")
     v = value
     while v.ndim > x.ndim - k and v.shape[0] == 1:
         v = reshape(v, v.shape[1:])

@@ -98,6 +98,88 @@ def _convert_draw(draw, dtype: DType, ctx: Ctx, variant: str) -> Case:
     return Case((x,), {"new_dtype": target})
 
 
+def _finfo(dtype: DType):
+    if dtype is D.bfloat16:  # NumPy's finfo does not know ml_dtypes' bfloat16
+        import ml_dtypes
+
+        return ml_dtypes.finfo(dtype.numpy)
+    return np.finfo(dtype.numpy)
+
+
+def limit_values(dtype: DType) -> np.ndarray:
+    """The values at `dtype`'s limits, 1-d: bool both; integers min, min + 1, -1, 0, 1, max - 1,
+    max; floats -max, max, 0, -0.0, +-inf, NaN, the smallest subnormal and normal (both
+    signs), and +-1, 1.5, -2.5 (truncation); complex: each of those of its parts as the real
+    part (imaginary 0) and as the imaginary part (real 0)."""
+    if dtype.kind == "b":
+        return np.array([False, True])
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype.numpy)
+        lo, hi = int(info.min), int(info.max)
+        return np.array(sorted({v for v in (lo, lo + 1, -1, 0, 1, hi - 1, hi) if lo <= v <= hi}),
+                        dtype=dtype.numpy)
+    if dtype.kind == "f":
+        f = _finfo(dtype)
+        vals = (f.min, f.max, 0.0, -0.0, math.inf, -math.inf, math.nan, f.smallest_subnormal,
+                -f.smallest_subnormal, f.smallest_normal, -f.smallest_normal, 1.0, -1.0, 1.5, -2.5)
+        return np.array([float(v) for v in vals]).astype(dtype.numpy)
+    part = limit_values(D.real_of(dtype))
+    out = np.zeros(2 * part.size, dtype.numpy)
+    out.real[:part.size] = part
+    out.imag[part.size:] = part
+    return out
+
+
+def _fits_int(v: float, info: np.iinfo) -> bool:
+    return math.isfinite(v) and int(info.min) <= math.trunc(v) <= int(info.max)
+
+
+def _toward_zero_until_fits(v: np.ndarray, info: np.iinfo) -> np.ndarray:
+    """The first float from v (1 element) toward 0 whose truncation fits `info`."""
+    while not _fits_int(float(v[0]), info):
+        v = np.nextafter(v, np.zeros_like(v))
+    return v
+
+
+def convert_limits_case(src: DType, dst: DType) -> Case:
+    """convert from `src` to `dst` on `src`'s limit values; into an integer dtype only the
+    values whose truncation fits it (the rest is unspecified), plus the floats nearest the
+    target's min and max that do (float64 2**63 - 1024 for int64)."""
+    x = limit_values(src)
+    if dst.kind in "iu" and src.kind in "fc":
+        info = np.iinfo(dst.numpy)
+        x = x[[_fits_int(float(v.real), info) for v in x]]
+        real = D.real_of(src).numpy
+        with np.errstate(over="ignore"):  # beyond src's range: inf, then its max
+            near = [_toward_zero_until_fits(np.array([float(b)]).astype(real), info)
+                    for b in (int(info.min), int(info.max))]
+        x = np.concatenate([x, np.concatenate(near).astype(src.numpy)])
+    return Case((x,), {"new_dtype": dst}, check=_exact_where_representable)
+
+
+def _exact_where_representable(actual: np.ndarray, expected: np.ndarray, case: Case) -> None:
+    """Within the tolerance, and exactly (signed zeros aside) where the source value is a
+    value of the target (widening, subnormals, infinities, integers that fit)."""
+    from .reference_structural import convert_values
+    from .tolerance import assert_close
+
+    (x,) = case.args
+    dst = case.params["new_dtype"]
+    what = f"convert({x.dtype.name} -> {dst})"
+    assert_close(actual, expected, dst, what=what)
+    if dst.kind in "biu":
+        return  # assert_close compared them exactly
+    wide = np.complex128 if dst.kind == "c" else np.float64
+    got, want = actual.astype(wide), expected.astype(wide)
+    finite = np.isfinite(want)  # infinities and NaN: assert_close compared them exactly
+    with np.errstate(**QUIET):
+        back = convert_values(np.where(finite, expected, np.zeros((), expected.dtype)), x.dtype)
+        same = finite & np.asarray(back == x)
+    bad = same & (got != want)
+    if bad.any():
+        raise AssertionError(f"{what}: {x[bad]!r} is a value of {dst} but converted to {actual[bad]!r}")
+
+
 def _bitcast_targets(dtype: DType, ctx: Ctx) -> tuple[str, ...]:
     targets = []
     for t in ctx.dtypes:  # the widths the shape rule accepts
@@ -277,4 +359,4 @@ STRUCTURAL_SPECS: dict[str, Spec] = spec_table(
     _one("copy", lambda draw: (draw(shapes()), {}), {}),
 )
 
-__all__ = ["STRUCTURAL_SPECS"]
+__all__ = ["STRUCTURAL_SPECS", "convert_limits_case", "limit_values"]

@@ -20,6 +20,10 @@ supports (``test_matches_reference[add-float32]``). What is checked:
   `tenferro_runtime.testing.reference` with dtype-aware tolerances, the result
   buffer's shape and dtype match the primitive's abstract_eval, and inputs are
   left unchanged;
+* draws that once failed (`REGRESSIONS`) are replayed on every run, as `@example`s;
+* convert, from every dtype of the device to every one, on the values at the source
+  dtype's limits (min, max, 0, -0.0, +-inf, NaN, the smallest subnormal, ...),
+  deterministically (`test_convert_limits`);
 * dtypes the rule rejects, and the bad inputs of `error_cases`, raise the
   typed errors (DTypeError, ShapeError, ArgumentError, DeviceError), leaving
   inputs and the runtime's caches as they were;
@@ -37,7 +41,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tenferro_core import catalog
@@ -47,16 +51,36 @@ from tenferro_core.errors import ArgumentError, DeviceError, DTypeError
 from tenferro_core.plugins import hookimpl
 from tenferro_core.primitive import REQUIRED
 
-from .cases import Ctx, rule_accepts
+from .cases import Case, Ctx, rule_accepts
 from .cases_elementwise import ELEMENTWISE_SPECS
 from .cases_reductions import REDUCTION_SPECS
-from .cases_structural import STRUCTURAL_SPECS
+from .cases_structural import STRUCTURAL_SPECS, convert_limits_case
 from .error_cases import GENERIC_ONLY, ErrorCase, error_cases
 from .reference import REFERENCE
-from .strategies import Layout, arrays, layouts, shapes
+from .strategies import CONTIGUOUS, Layout, arrays, layouts, shapes
 from .tolerance import assert_close, assert_identical
 
 SPECS = {**ELEMENTWISE_SPECS, **STRUCTURAL_SPECS, **REDUCTION_SPECS}
+
+REGRESSIONS: dict[tuple[str, str, str | None], tuple[Any, ...]] = {
+    # the reference turned the uint64 as Python ints (an object array) into bfloat16 through
+    # ml_dtypes, which refuses ints beyond int64: TypeError (CI, torch:cpu, 1 draw in ~1000)
+    ("convert", "uint64", "bfloat16"): (
+        lambda: Case((np.array(18446744073709551614, dtype=np.uint64),), {"new_dtype": D.bfloat16}),),
+}
+"""Draws that once failed, per (primitive, dtype, variant): functions returning their `Case`.
+`test_matches_reference` replays them, contiguous, on every run (its `@example(data=PINNED)`)
+wherever the device has the dtypes."""
+
+
+class _Pinned:
+    """`test_matches_reference`'s `@example` value for `data`: run the `REGRESSIONS`."""
+
+    def __repr__(self) -> str:
+        return "PINNED"
+
+
+PINNED = _Pinned()
 
 _EXAMPLES = max(4, settings().max_examples // 3)
 _HEALTH = [HealthCheck.too_slow, HealthCheck.differing_executors, HealthCheck.filter_too_much]
@@ -182,6 +206,10 @@ def _parametrize(metafunc: Any, ctx: Ctx, only: Collection[str] | None = None,
                   if rule_accepts(p, SPECS[p.name], d, ctx) for v in _variants(p.name, d, ctx)]
         ids = [f"{p}-{d}" + (f"-to-{v}" if v else "") for p, d, v in params]
         metafunc.parametrize(("prim_name", "dtype_name", "variant"), params, ids=ids)
+    elif "target_name" in names:  # convert at the limits: every pair of the device's dtypes
+        pairs = [] if only is not None and "convert" not in only else [
+            (s.name, t.name) for s in ctx.dtypes for t in ctx.dtypes]
+        metafunc.parametrize(("dtype_name", "target_name"), pairs, ids=[f"{s}-to-{t}" for s, t in pairs])
     elif "dtype_name" in names and "prim_name" in names:
         pairs = [(p.name, d.name) for p in covered for d in ctx.dtypes
                  if not rule_accepts(p, SPECS[p.name], d, ctx)]
@@ -209,7 +237,8 @@ class BackendConformance:
     kernel-table tests cover those, every other test all primitives (bad input is refused
     before any kernel is looked up). `value_dtypes_exclude` names dtypes the NumPy
     references cannot compute in (bfloat16: ml_dtypes' arrays have dtype kind 'V'); test
-    those values another way.
+    those values another way. It leaves out `test_convert_limits`, whose reference takes
+    every dtype (bfloat16 included, both ways).
     """
 
     device: Any = None
@@ -250,15 +279,35 @@ class BackendConformance:
 
     # ---- values ----------------------------------------------------------
     @settings(max_examples=_EXAMPLES, suppress_health_check=_HEALTH)
+    @example(data=PINNED)
     @given(data=st.data())
     def test_matches_reference(self, prim_name: str, dtype_name: str, variant: str | None,
                                data: Any) -> None:
-        prim, dev = catalog.BY_NAME[prim_name], self.dev
+        if data is PINNED:
+            for make in REGRESSIONS.get((prim_name, dtype_name, variant), ()):
+                case = make()
+                self.check_case(prim_name, case, [CONTIGUOUS] * len(case.args))
+            return
         extra = {} if variant is None else {"variant": variant}
-        case = SPECS[prim_name].draw(data.draw, D.as_dtype(dtype_name), context(dev), **extra)
+        case = SPECS[prim_name].draw(data.draw, D.as_dtype(dtype_name), context(self.dev), **extra)
+        presented = [data.draw(layouts(host.shape), label=f"layout of operand {i}")
+                     for i, host in enumerate(case.args)]
+        self.check_case(prim_name, case, presented)
+
+    def test_convert_limits(self, dtype_name: str, target_name: str) -> None:
+        """convert, deterministically, on the values at the source dtype's limits (min, max,
+        0, -0.0, +-inf, NaN, the smallest subnormal and normal, ...; into an integer dtype
+        those whose truncation fits), contiguous and reversed: within the tolerance, and
+        exact where the value is one of the target's."""
+        case = convert_limits_case(D.as_dtype(dtype_name), D.as_dtype(target_name))
+        for layout in (CONTIGUOUS, Layout("reversed", dims=(0,))):
+            self.check_case("convert", case, [layout])
+
+    def check_case(self, prim_name: str, case: Case, presented: list[Layout]) -> None:
+        """Run one case, each operand in its layout, against the reference (see the module)."""
+        prim, dev = catalog.BY_NAME[prim_name], self.dev
         tensors, views = [], []
-        for i, host in enumerate(case.args):
-            layout = data.draw(layouts(host.shape), label=f"layout of operand {i}")
+        for host, layout in zip(case.args, presented):
             t, view = present(host, layout, dev)
             tensors.append(t)
             views.append(view)

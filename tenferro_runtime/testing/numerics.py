@@ -4,6 +4,11 @@ Integers are computed with Python ints (object arrays) and wrapped to the
 output width, so overflow semantics are checked exactly. Floats are computed
 in float64 / complex128 and rounded once to the output dtype, which is the
 correctly rounded answer for + - * / and within an ulp or two elsewhere.
+Python ints headed for a floating dtype go through float64 (Python's int to
+float is correctly rounded), never straight from an object array: ml_dtypes'
+bfloat16 refuses ints beyond int64 there.
+
+ml_dtypes' bfloat16 has NumPy dtype kind 'V'; `kind` reads it as the float it is.
 """
 
 from __future__ import annotations
@@ -15,9 +20,15 @@ import numpy as np
 QUIET = {"divide": "ignore", "invalid": "ignore", "over": "ignore", "under": "ignore"}
 
 
+def kind(npd: Any) -> str:
+    """NumPy's dtype kind ('b', 'i', 'u', 'f', 'c'), with bfloat16 (kind 'V') as 'f'."""
+    npd = np.dtype(npd)
+    return "f" if npd.name == "bfloat16" else npd.kind
+
+
 def wide(x: np.ndarray) -> np.ndarray:
     """Python ints (object array) for integers, float64/complex128 for inexact, bools as is."""
-    k = x.dtype.kind
+    k = kind(x.dtype)
     if k in "iu":
         return np.asarray(x).astype(object)
     if k == "f":
@@ -37,16 +48,22 @@ def wrap_int(v: Any, npd: np.dtype) -> int:
 
 
 def narrow(values: Any, npd: np.dtype) -> np.ndarray:
-    """Round widened values to dtype `npd`: wrap ints, round floats, test bools."""
+    """Round widened values to dtype `npd`: wrap ints, round floats (the real part of complex
+    values for a real dtype), test bools. Object arrays (Python ints, floats, complex numbers)
+    reach a floating dtype through float64 / complex128."""
     npd = np.dtype(npd)
     arr = np.asarray(values)
-    if npd.kind in "iu":
+    k = kind(npd)
+    if k in "iu":
         flat = [wrap_int(v, npd) for v in arr.reshape(-1).tolist()]
         return np.array(flat, dtype=npd).reshape(arr.shape)
-    if npd.kind == "b":
+    if k == "b":
         return arr.astype(bool)
+    if arr.dtype == object:
+        is_complex = any(isinstance(v, (complex, np.complexfloating)) for v in arr.reshape(-1).tolist())
+        arr = arr.astype(np.complex128 if is_complex else np.float64)
     with np.errstate(**QUIET):
-        if npd.kind == "f" and arr.dtype.kind == "c":
+        if k == "f" and arr.dtype.kind == "c":
             arr = arr.real
         return arr.astype(npd)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .numerics import QUIET, narrow, wide
+from .numerics import QUIET, kind, narrow, wide
 
 
 def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -51,24 +51,20 @@ def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
 
 
 def convert_values(x: np.ndarray, npd: np.dtype) -> np.ndarray:
-    """convert: wrap ints, truncate floats to ints, real part of complex, nonzero -> True."""
+    """convert: wrap ints, truncate floats to ints, real part of complex, nonzero -> True;
+    any dtype to any, bfloat16 included (both ways)."""
     npd = np.dtype(npd)
-    k = x.dtype.kind
+    k = kind(x.dtype)
     w = wide(x)
-    if npd.kind == "b":
+    if kind(npd) == "b":
         return np.asarray(w != 0, dtype=bool)
-    if k == "c" and npd.kind != "c":
+    if k == "c" and kind(npd) != "c":
         w = w.real
         k = "f"
-    if npd.kind in "iu":
-        if k == "f":
-            with np.errstate(**QUIET):
-                w = np.trunc(w).astype(object)
-        return narrow(w, npd)
-    if k == "b":
-        w = w.astype(np.float64)
-    with np.errstate(**QUIET):
-        return np.asarray(w).astype(npd)
+    if kind(npd) in "iu" and k == "f":
+        with np.errstate(**QUIET):
+            w = np.trunc(w).astype(object)
+    return narrow(w, npd)  # ints wrap; Python ints reach floats through float64
 
 
 def _convert(x, *, new_dtype):

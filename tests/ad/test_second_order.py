@@ -22,6 +22,7 @@ namespace; the tape and the traced transforms handle both spellings.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -488,6 +489,54 @@ def test_pow_mixed_second_derivative_at_zero_exponent(x):
     h = _np(ad.hessian(F)(_t([x, 0.0])))
     expected = np.array([[0.0, 1 / x], [1 / x, np.log(x) ** 2]])
     np.testing.assert_allclose(h, expected, rtol=1e-12, atol=1e-15)
+
+
+# ---- logaddexp, logaddexp2: derivatives at ties ---------------------------------------------
+
+LOG_ADD_EXP = {"logaddexp": 1.0, "logaddexp2": math.log(2)}  # d2/dx1^2 at x1 == x2: this / 4
+
+
+@pytest.mark.parametrize("name", list(LOG_ADD_EXP))
+@pytest.mark.parametrize("pair", [(0.5, 0.5), (-3.0, -3.0), (40.0, 40.0), (0.3, -1.2), (2.0, 2.0 + 1e-9)])
+def test_log_add_exp_second_derivative_at_and_near_ties(name, pair):
+    """At x1 == x2 the Hessian of logaddexp is [[1/4, -1/4], [-1/4, 1/4]] (logaddexp2: ln(2)
+    times that), as torch's autograd gives (and JAX's custom JVP): the gradient and every
+    second-order transform match torch, and finite differences of the gradient."""
+    torch = pytest.importorskip("torch")
+    tf = getattr(torch, name)
+
+    def F(w):
+        return xp.sum(getattr(xp, name)(_sl(w, 0, 1), _sl(w, 1, 2)))
+
+    z = np.array(pair)
+    zt = torch.tensor(z, dtype=torch.float64)
+    want_g = torch.func.grad(lambda t: tf(t[0], t[1]))(zt).numpy()
+    want_h = torch.autograd.functional.hessian(lambda t: tf(t[0], t[1]), zt).numpy()
+    if pair[0] == pair[1]:  # the reference itself
+        k = LOG_ADD_EXP[name] / 4
+        np.testing.assert_allclose(want_g, [0.5, 0.5], rtol=1e-15)
+        np.testing.assert_allclose(want_h, [[k, -k], [-k, k]], rtol=1e-12)
+    np.testing.assert_allclose(_np(ad.grad(F)(_t(z))), want_g, rtol=1e-13)
+    for hess in (ad.hessian(F), ad.jacrev(ad.jacfwd(F)), ad.jacrev(ad.grad(F)), ad.jacfwd(ad.jacfwd(F))):
+        np.testing.assert_allclose(_np(hess(_t(z))), want_h, rtol=1e-10, atol=1e-15)
+    check_second_order(F, z, np.array([0.7, -0.6]))
+
+
+@pytest.mark.parametrize("name", list(LOG_ADD_EXP))
+def test_log_add_exp_derivatives_at_special_values_stay_quiet(name):
+    """Equal infinities and a NaN: values as NumPy's, gradients finite or NaN, no warning."""
+    f = getattr(xp, name)
+    a = _t([np.inf, -np.inf, 1.0, np.nan, -np.inf])
+    b = _t([np.inf, -np.inf, -np.inf, 1.0, 2.0])
+    with np.errstate(invalid="ignore"):
+        want = getattr(np, name)(_np(a), _np(b))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = f(a, b)
+        ga, gb = ad.grad(lambda u, v: xp.sum(f(u, v)), argnums=(0, 1))(a, b)
+    np.testing.assert_array_equal(_np(got), want)
+    np.testing.assert_array_equal(_np(ga)[2:], [1.0, np.nan, 0.0])
+    np.testing.assert_array_equal(_np(gb)[2:], [0.0, np.nan, 1.0])
 
 
 # ---- custom rules and degenerate functions ----------------------------------------------

@@ -28,7 +28,7 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 ULPS = {
     "acos": 2, "acosh": 2, "asin": 2, "asinh": 2, "atan": 2, "atanh": 2, "atan2": 2,
     "cos": 2, "cosh": 2, "exp": 2, "expm1": 2, "log": 2, "log1p": 2, "log2": 4, "log10": 4,
-    "sin": 2, "sinh": 2, "tan": 2, "tanh": 2, "pow": 4, "hypot": 2, "logaddexp": 4,
+    "sin": 2, "sinh": 2, "tan": 2, "tanh": 2, "pow": 4, "hypot": 2, "logaddexp": 4, "logaddexp2": 4,
     "reciprocal": 1, "divide": 2, "abs": 2, "sign": 2, "square": 2, "multiply": 2,
     # torch's CPU sqrt is SLEEF's 0.5001-ulp one, not correctly rounded: about 20% of float32
     # and 1% of float64 roots are 1 ulp off

@@ -196,6 +196,22 @@ def test_out_of_range_axis_is_axis_error(xp, fn, big):
         fn(xp, x, big)
 
 
+def test_axis_error_is_numpys_axis_error(xp):
+    """Code written against NumPy catches tenferro's AxisError as np.exceptions.AxisError."""
+    assert issubclass(AxisError, np.exceptions.AxisError)
+    x = xp.ones((2, 3))
+    for call in (lambda: xp.sum(x, axis=2), lambda: xp.moveaxis(x, -3, 0),
+                 lambda: xp.permute_dims(x, (0, 0))):
+        with pytest.raises(np.exceptions.AxisError) as info:
+            call()
+        e = info.value
+        assert isinstance(e, AxisError) and isinstance(e, ShapeError)
+        assert isinstance(e, ValueError) and isinstance(e, IndexError)
+        assert str(e) and e.args == (str(e),)  # the message, as before
+    with pytest.raises(np.exceptions.AxisError):  # NumPy's own message for the same mistake
+        np.sum(np.ones((2, 3)), axis=2)
+
+
 def test_issue_examples_axes(xp):
     x = xp.asarray(np.arange(6.0).reshape(2, 3))
     with pytest.raises(TypeError):

@@ -118,6 +118,57 @@ def test_asarray_python_ints_beyond_int64(xp):
             xp.asarray(data, dtype=dtype)
 
 
+def test_asarray_numpy_ulonglong_and_uint64_extremes(xp):
+    """np.ulonglong (equal to np.uint64 but another type on Linux, also what NumPy makes of
+    Python ints beyond int64) and 2**64 - 1 are uint64 on every device, as in NumPy."""
+    for host in (np.array([1, 2], dtype=np.ulonglong), np.array([0, 2**64 - 1], dtype=np.ulonglong),
+                 np.ulonglong(2**64 - 1), np.array([-3, 4], dtype=np.longlong)):
+        t = xp.asarray(host)
+        expected = np.asarray(host)
+        assert t.dtype.numpy == expected.dtype and t.tolist() == expected.tolist()
+        assert (t + t).tolist() == (expected + expected).tolist()
+    for obj in (2**64 - 1, [2**64 - 1], [[0], [2**64 - 1]]):
+        t = xp.asarray(obj, dtype=xp.uint64)
+        assert t.dtype is xp.uint64 and t.tolist() == np.asarray(obj, dtype=np.uint64).tolist()
+    assert xp.asarray(2**64 - 1).dtype is xp.uint64  # NumPy's choice too
+    here = xp.asarray(0).device
+    other = "numpy:cpu" if str(here) != "numpy:cpu" else "torch:cpu"
+    moved = xp.asarray(np.array([7, 2**64 - 1], dtype=np.ulonglong)).to_device(other)
+    assert moved.tolist() == [7, 2**64 - 1] and moved.to_device(here).tolist() == [7, 2**64 - 1]
+
+
+@pytest.mark.parametrize(("value", "dtype"), [
+    (300, "int8"), (-129, "int8"), (-1, "uint8"), (2**63, "int64"), (-(2**63) - 1, "int64"),
+    (2**64, "uint64"), (2**64, "int64"), (-(2**64), "uint64"),
+])
+def test_asarray_int_out_of_range_scalar_and_list_alike(xp, value, dtype):
+    """A Python int beyond the dtype is refused the same way alone or in a sequence: one
+    DTypeError, one message (NumPy refuses both too, with OverflowError)."""
+    for obj in (value, [value]):
+        with pytest.raises(OverflowError):
+            np.asarray(obj, dtype=dtype)
+    messages = []
+    for obj in (value, [value], [[value]]):
+        with pytest.raises(DTypeError, match=rf"values in \[{value}, {value}\] do not fit {dtype}") as info:
+            xp.asarray(obj, dtype=getattr(xp, dtype))
+        messages.append(str(info.value))
+    assert len(set(messages)) == 1, messages
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, 2**70])
+def test_asarray_int_beyond_every_int_dtype_scalar_and_list_alike(xp, value):
+    """Without a dtype, an int no integer dtype holds is one DTypeError for a scalar and a list;
+    into a float dtype it converts, alone or in a list."""
+    messages = []
+    for obj in (value, [value], [1, value]):
+        with pytest.raises(DTypeError, match=f"Python int {value} does not fit in int64 or uint64") as info:
+            xp.asarray(obj)
+        messages.append(str(info.value))
+    assert len(set(messages)) == 1, messages
+    assert xp.asarray(value, dtype=xp.float64).tolist() == float(value)
+    assert xp.asarray([value], dtype=xp.float64).tolist() == [float(value)]
+
+
 def test_asarray_nonempty_still_refuses_lossy(xp):
     with pytest.raises(DTypeError):
         xp.asarray([1.5], dtype=xp.uint8)
@@ -179,6 +230,9 @@ def test_info_dtypes_standard_only(xp, kind):
 @pytest.mark.parametrize("xshape,mshape,lead", [
     ((0,), (0,), 0), ((2, 0), (2, 0), 0), ((0, 3), (0, 3), 0), ((2, 0, 3), (2, 0), 0),
     ((2, 0, 3), (0,), 1), ((3, 0), (0,), 1), ((0, 2, 2), (0, 2), 0),
+    # a mask axis of size 0 matches an axis of any size (the standard's rule, NumPy's too)
+    ((0, 1), (0, 0), 0), ((2, 5), (2, 0), 0), ((2, 5), (0, 5), 0), ((2, 5), (0, 0), 0),
+    ((2, 5, 3), (2, 0), 0), ((3,), (0,), 0), ((1, 1), (1, 0), 0), ((2, 3, 4), (0, 4), 1),
 ])
 def test_zero_size_masks(xp, xshape, mshape, lead):
     host = np.arange(int(np.prod(xshape)), dtype=np.float64).reshape(xshape)
@@ -196,10 +250,28 @@ def test_zero_size_masks(xp, xshape, mshape, lead):
         y = xp.asarray(host)
         y[xp.asarray(mask)] = xp.zeros(host[key_np].shape)
         np.testing.assert_array_equal(y.numpy(), host)
+
+
+def test_zero_size_mask_example(xp):
+    """x[zeros((0, 0), bool)] on a (0, 1) array has shape (0,), as NumPy gives."""
+    x = xp.zeros((0, 1))
+    assert x[xp.zeros((0, 0), dtype=xp.bool)].shape == (0,) == np.zeros((0, 1))[np.zeros((0, 0), bool)].shape
+
+
+@pytest.mark.parametrize("xshape,mshape", [((0,), (1,)), ((3,), (2,)), ((3, 0), (3, 1)), ((0, 2), (0, 3))])
+def test_mask_sizes_neither_equal_nor_zero(xp, xshape, mshape):
+    """Any other size is an IndexError (a TenferroIndexError), as in NumPy."""
     from tenferro_core.errors import TenferroIndexError
 
-    with pytest.raises(TenferroIndexError):
-        xp.asarray(np.zeros((3,)))[xp.asarray(np.zeros((0,), dtype=bool))]
+    mask = np.zeros(mshape, dtype=bool)
+    with pytest.raises(IndexError):
+        np.zeros(xshape)[mask]
+    x = xp.zeros(xshape)
+    for m in (xp.asarray(mask), mask):
+        with pytest.raises(TenferroIndexError, match="equal the axis' size or be 0"):
+            x[m]
+        with pytest.raises(TenferroIndexError, match="equal the axis' size or be 0"):
+            x[m] = 1.0
 
 
 # ---- 5. item, tolist, format ---------------------------------------------------------

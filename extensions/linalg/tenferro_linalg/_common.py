@@ -119,6 +119,29 @@ def matmul(a: Any, b: Any) -> Any:
     return lax.dot_general(a, b, contracting_dims=((nb + 1,), (nb,)), batch_dims=(batch, batch))
 
 
+def matmul_chain(*ms: Any) -> Any:
+    """ms[0] @ ms[1] @ ... in the order of fewest multiply-adds (the matrix-chain order, from
+    the shapes): a product that narrows to the small side of a tall or wide matrix is taken
+    first, so no max(m, n)-square intermediate is formed where a smaller order exists."""
+    dims = [m.shape[-2] for m in ms] + [ms[-1].shape[-1]]
+    n = len(ms)
+    cost = {(i, i): 0 for i in range(n)}
+    split: dict = {}
+    for span in range(1, n):
+        for i in range(n - span):
+            j = i + span
+            cost[i, j], split[i, j] = min(
+                (cost[i, k] + cost[k + 1, j] + dims[i] * dims[k + 1] * dims[j + 1], k) for k in range(i, j))
+
+    def build(i: int, j: int) -> Any:
+        if i == j:
+            return ms[i]
+        k = split[i, j]
+        return matmul(build(i, k), build(k + 1, j))
+
+    return build(0, n - 1)
+
+
 def eye_like(x: Any, n: int | None = None) -> Any:
     """An n x n identity (n = x's last dim) of x's dtype, broadcast to x's batch shape."""
     n = x.shape[-1] if n is None else n
@@ -168,6 +191,6 @@ def _triangle(x: Any, k: int, lower: bool) -> Any:
 
 __all__ = [
     "FAMILY", "LAPACK_DTYPES", "check_float", "check_matrix", "diag_embed", "diag_part", "eye_like",
-    "lapack_errors", "mH", "mT", "matmul", "non_finite_error", "op_name", "real_dtype", "require_finite",
-    "tril", "triu",
+    "lapack_errors", "mH", "mT", "matmul", "matmul_chain", "non_finite_error", "op_name", "real_dtype",
+    "require_finite", "tril", "triu",
 ]

@@ -40,7 +40,7 @@ from ._decomp_ops import (
 from ._decomp_rules import JVP as _JVP
 from ._decomp_rules_lu import JVP as _JVP_LU
 from ._decomp_rules_lu import TRANSPOSE as _TRANSPOSE
-from ._decomp_util import eye_rect, permutation_matrix, sub_matrix
+from ._decomp_util import eye_rect, hermitize, permutation_matrix, sub_matrix
 
 
 class EighResult(NamedTuple):
@@ -88,22 +88,34 @@ def _flag(name: str, key: str, value: Any) -> bool:
 # ---- Cholesky, eigenproblems ---------------------------------------------------------------
 
 
+def _hermitian_part(name: str, x: Any) -> Any:
+    """(x + x^H) / 2 of a checked (stack of) square matrix (JAX's symmetrize_input): the value,
+    the derivative along every direction and the gradient (Hermitian) are all those of the
+    function of the Hermitian part. Hermitian x passes unchanged (NumPy, which reads the
+    lower triangle, gives the same there)."""
+    x = _tensor(name, x)
+    check_matrix(name, x.aval, square=True)
+    return hermitize(x)
+
+
 def cholesky(x: Any, /, *, upper: bool = False) -> Any:
     """The Cholesky factor of Hermitian positive-definite matrices: L with x = L L^H, or
-    U = L^H with x = U^H U if `upper`. Only the lower triangle of x is read (as NumPy)."""
-    low = cholesky_p.bind(_tensor("cholesky", x))
-    return mH(low) if _flag("cholesky", "upper", upper) else low
+    U = L^H with x = U^H U if `upper`; of the Hermitian part (x + x^H) / 2 (JAX's convention)."""
+    upper = _flag("cholesky", "upper", upper)
+    low = cholesky_p.bind(_hermitian_part("cholesky", x))
+    return mH(low) if upper else low
 
 
 def eigh(x: Any, /) -> EighResult:
     """Eigenvalues (real, ascending) and orthonormal eigenvectors (columns) of Hermitian
-    matrices; only the lower triangle of x is read."""
-    return EighResult(*eigh_p.bind(_tensor("eigh", x)))
+    matrices; of the Hermitian part (x + x^H) / 2 (JAX's convention)."""
+    return EighResult(*eigh_p.bind(_hermitian_part("eigh", x)))
 
 
 def eigvalsh(x: Any, /) -> Any:
-    """Eigenvalues (real, ascending) of Hermitian matrices; only the lower triangle is read."""
-    return eigvalsh_p.bind(_tensor("eigvalsh", x))
+    """Eigenvalues (real, ascending) of Hermitian matrices; of the Hermitian part
+    (x + x^H) / 2 (JAX's convention)."""
+    return eigvalsh_p.bind(_hermitian_part("eigvalsh", x))
 
 
 def eig(x: Any, /) -> EigResult:

@@ -67,7 +67,7 @@ def cholesky(x):
     require_finite("cholesky", x)
     if x.size == 0:
         return np.zeros(x.shape, x.dtype)
-    hint = "cholesky needs a Hermitian positive-definite matrix (it reads the lower triangle)"
+    hint = "cholesky needs a Hermitian positive-definite matrix"
     with lapack_errors("cholesky", hint):
         if _big(x):
             import scipy.linalg as sl

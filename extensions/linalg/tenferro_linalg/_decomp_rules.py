@@ -4,11 +4,14 @@ Written with core primitives, the `_common` helpers and the linalg ops themselve
 they trace and differentiate again. Every op applied to a tangent is linear in it
 (matmul, solve_triangular and lu_solve in their right-hand side).
 
-- cholesky, eigh, eigvalsh: the tangent is first replaced by its Hermitian part
-  (t + t^H) / 2 (`hermitize`), as JAX and PyTorch do: the rules differentiate the function
-  of the Hermitian part of x, so reverse mode gives a Hermitian (symmetric) gradient and
-  gradient descent keeps x Hermitian. Along Hermitian directions this is the derivative of
-  the computed function (LAPACK reads the lower triangle); along others it is not.
+- cholesky, eigh, eigvalsh: the ops read the lower triangle (the real part of the diagonal),
+  as LAPACK does, and their rules first replace the tangent by the Hermitian matrix built
+  from its lower triangle (`lower_hermitian`): each op's derivative is that of what it
+  computes, along every direction. The public functions (`_decomp`) hand the ops the
+  Hermitian part (x + x^H) / 2 (JAX's convention), so theirs are the derivatives of the
+  function of the Hermitian part: a Hermitian (symmetric) gradient, which keeps gradient
+  descent on Hermitian matrices Hermitian, and finite differences along non-Hermitian
+  directions agree with the JVP.
 - Repeated eigenvalues / singular values: the couplings 1/(w_j - w_i) between values
   within GAP_TOL * eps * max|w| of each other are set to 0 (for the SVD only the
   1/(s_j - s_i) half of JAX's 1/(s_j^2 - s_i^2), see `_svd_reduced_tangents`). Gradients
@@ -46,9 +49,9 @@ from ._decomp_util import (
     col_dots,
     concat,
     const,
-    hermitize,
     inverse_gaps,
     inverse_or_zero,
+    lower_hermitian,
     pad_matrix,
     real,
     scale_cols,
@@ -76,7 +79,7 @@ def cholesky_jvp(primals, tangents):
     """dL = L Phi(L^-1 dA L^-H), Phi = lower triangle with half the diagonal."""
     (x,), (t,) = primals, tangents
     low = cholesky_p.bind(x)
-    da = hermitize(t)
+    da = lower_hermitian(t)
     y = solve_triangular_p.bind(low, da, lower=True, unit_diagonal=False, trans=0)  # L^-1 dA
     z = solve_triangular_p.bind(low, mH(y), lower=True, unit_diagonal=False, trans=0)  # L^-1 dA L^-H
     phi = lax.sub(tril(z), lax.mul(diag_embed(diag_part(z)), const(z, 0.5)))
@@ -90,7 +93,7 @@ def eigh_jvp(primals, tangents):
     """dw = Re diag(V^H dA V); dV = V (F o V^H dA V), F_ij = 1/(w_j - w_i) (0 where repeated)."""
     (x,), (t,) = primals, tangents
     w, v = eigh_p.bind(x)
-    vdv = matmul(mH(v), matmul(hermitize(t), v))
+    vdv = matmul(mH(v), matmul(lower_hermitian(t), v))
     f = to_dtype(inverse_gaps(w), x.dtype)
     return (w, v), (real(diag_part(vdv)), matmul(v, lax.mul(f, vdv)))
 
@@ -98,7 +101,7 @@ def eigh_jvp(primals, tangents):
 def eigvalsh_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
     w, v = eigh_p.bind(x)
-    return w, real(col_dots(v, matmul(hermitize(t), v)))
+    return w, real(col_dots(v, matmul(lower_hermitian(t), v)))
 
 
 # ---- general eigenproblem ------------------------------------------------------------------

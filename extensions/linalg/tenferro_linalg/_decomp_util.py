@@ -13,7 +13,7 @@ import numpy as np
 from tenferro_core import dtypes as D
 from tenferro_runtime import lax
 
-from ._common import mH
+from ._common import mH, tril
 
 # Two eigenvalues (singular values) closer than GAP_TOL * eps * (the largest magnitude) count
 # as one repeated value: the rules then drop the 1/(w_j - w_i) coupling between them.
@@ -76,12 +76,19 @@ def col_dots(a: Any, b: Any) -> Any:
 
 
 def hermitize(t: Any) -> Any:
-    """The Hermitian part (t + t^H) / 2 (the symmetric part for real t). The rules of cholesky,
-    eigh and eigvalsh send their tangent through it: they differentiate the function of the
-    Hermitian part of x (as JAX and PyTorch), so the gradient is Hermitian, and equals the
-    derivative of the computed function (which reads the lower triangle) along Hermitian
-    directions."""
+    """The Hermitian part (t + t^H) / 2 (the symmetric part for real t). The public cholesky,
+    eigh and eigvalsh compute on the Hermitian part of x (JAX's convention), so their values,
+    their derivatives along every direction and their (Hermitian) gradients agree. Exact on
+    Hermitian t (its imaginary diagonal aside, which it drops)."""
     return lax.mul(lax.add(t, mH(t)), const(t, 0.5))
+
+
+def lower_hermitian(t: Any) -> Any:
+    """The Hermitian matrix LAPACK works on when given t: t's strict lower triangle mirrored
+    (conjugated) above it, and the real part of its diagonal. The cholesky, eigh and eigvalsh
+    ops read only that, so their JVP rules send the tangent through it: each op's derivative
+    is that of the function it computes, along every direction. Identity on Hermitian t."""
+    return hermitize(lax.add(tril(t), tril(t, -1)))
 
 
 def inverse_gaps(w: Any, plus: bool = False) -> Any:
@@ -146,6 +153,6 @@ def permutation_matrix(perm: Any, dtype: D.DType) -> Any:
 
 __all__ = [
     "GAP_TOL", "col_dots", "concat", "const", "eye_rect", "hermitize", "inverse_gaps",
-    "inverse_or_zero", "pad_matrix", "permutation_matrix", "real", "scale_cols", "sub_matrix",
-    "to_dtype",
+    "inverse_or_zero", "lower_hermitian", "pad_matrix", "permutation_matrix", "real", "scale_cols",
+    "sub_matrix", "to_dtype",
 ]

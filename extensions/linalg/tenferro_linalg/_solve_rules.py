@@ -29,7 +29,7 @@ from tenferro_ad.ad_util import Zero, add_tangents, is_undefined, is_zero
 from tenferro_runtime import lax
 from tenferro_runtime.array_api import _helpers as H
 
-from ._common import diag_part, matmul, mH, mT, real_dtype
+from ._common import diag_part, matmul, matmul_chain, mH, mT, real_dtype
 from ._solve_ops import adjugate_p, det_p, inv_p, lstsq_p, pinv_p, slogdet_p, solve_p
 
 
@@ -100,11 +100,14 @@ def _slogdet_jvp(primals, tangents):
 
 
 def _pinv_tangent(a: Any, p: Any, da: Any) -> Any:
-    """-P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P (constant rank)."""
-    dah = mH(da)
-    t1 = lax.neg(matmul(p, matmul(da, p)))
-    t2 = matmul(matmul(p, mH(p)), lax.sub(dah, matmul(matmul(dah, a), p)))
-    t3 = matmul(lax.sub(dah, matmul(p, matmul(a, dah))), matmul(mH(p), p))
+    """-P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P (constant rank), each product
+    chain in its cheapest order (`matmul_chain`): for A (m, n) the intermediates are n x n
+    and n x m when m > n (m x m and m x n when m < n), never max(m, n)-square (a tall A with
+    m >> n would otherwise cost m^2 memory and m^2 n work in A P, P^H P and dA P)."""
+    dah, ph = mH(da), mH(p)
+    t1 = lax.neg(matmul_chain(p, da, p))
+    t2 = matmul_chain(p, ph, lax.sub(dah, matmul_chain(dah, a, p)))
+    t3 = matmul_chain(lax.sub(dah, matmul_chain(p, a, dah)), ph, p)
     return lax.add(lax.add(t1, t2), t3)
 
 

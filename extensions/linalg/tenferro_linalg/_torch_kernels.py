@@ -101,7 +101,7 @@ def cholesky(x):
     low, info = torch.linalg.cholesky_ex(x)
     if info.numel() and bool((info != 0).any()):
         raise LinAlgError("linalg.cholesky failed: Matrix is not positive definite; cholesky needs a "
-                          "Hermitian positive-definite matrix (it reads the lower triangle)")
+                          "Hermitian positive-definite matrix")
     return low
 
 

@@ -99,10 +99,22 @@ def test_cholesky_matches_numpy(case, upper):
     assert np.array_equal(a, keep)  # the kernel never writes to its input
 
 
-def test_cholesky_reads_only_the_lower_triangle():
+def test_cholesky_eigh_take_the_hermitian_part_and_the_ops_the_lower_triangle():
+    """The public cholesky, eigh and eigvalsh compute on (x + x^H) / 2 (JAX's convention,
+    jnp.linalg.*(symmetrize_input=True)); their ops read the lower triangle (NumPy's, LAPACK's).
+    On Hermitian x the two are the same."""
+    from tenferro_linalg._decomp_ops import cholesky_p, eigvalsh_p
+
     a = hpd(np.random.default_rng(0), (3, 3), "complex128")
-    junk = a + np.triu(np.full((3, 3), 7 + 5j), 1) + np.diag([0.5j, -1j, 2j])
-    np.testing.assert_allclose(la.cholesky(xp.asarray(junk)).numpy(), np.linalg.cholesky(a), rtol=1e-12)
+    junk = a + np.triu(np.full((3, 3), 0.7 + 0.5j), 1) + np.diag([0.5j, -1j, 2j])
+    sym = (junk + np.conj(junk.T)) / 2
+    x = xp.asarray(junk)
+    np.testing.assert_allclose(la.cholesky(x).numpy(), np.linalg.cholesky(sym), rtol=1e-12)
+    np.testing.assert_allclose(la.eigvalsh(x).numpy(), np.linalg.eigvalsh(sym), rtol=1e-12)
+    np.testing.assert_allclose(la.eigh(x).eigenvalues.numpy(), np.linalg.eigvalsh(sym), rtol=1e-12)
+    np.testing.assert_allclose(cholesky_p.bind(x).numpy(), np.linalg.cholesky(junk), rtol=1e-12)
+    np.testing.assert_allclose(eigvalsh_p.bind(x).numpy(), np.linalg.eigvalsh(junk), rtol=1e-12)
+    np.testing.assert_array_equal(la.cholesky(xp.asarray(a)).numpy(), cholesky_p.bind(xp.asarray(a)).numpy())
 
 
 @given(case=cases(square=True))

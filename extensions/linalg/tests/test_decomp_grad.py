@@ -68,9 +68,8 @@ def test_cholesky_second_order(dtype, shape):
 
 
 def test_cholesky_tangent_is_replaced_by_its_hermitian_part():
-    """A strictly-upper tangent counts as its Hermitian part (half of it mirrored below), an
-    imaginary diagonal not at all; along Hermitian directions the rule is the derivative of
-    the computed function (which reads the lower triangle)."""
+    """cholesky computes on the Hermitian part of x, so a strictly-upper tangent counts as its
+    Hermitian part (half of it mirrored below), an imaginary diagonal not at all."""
     a = hpd(np.random.default_rng(1), (3, 3), "complex128")
     upper = xp.asarray(np.triu(np.full((3, 3), 1 + 2j), 1) + np.diag([1j, 2j, 3j]))
     _, t = ad.jvp(la.cholesky, (a,), (upper,))

@@ -1,7 +1,9 @@
-"""Gradients through cholesky, eigh and eigvalsh are Hermitian (symmetric for real input), as in
-JAX and PyTorch: the rules differentiate the function of (x + x^H) / 2. Checked against torch
-autograd (tenferro's grad of a real loss is the conjugate of torch's ``x.grad``), against
-central differences along Hermitian directions, and by gradient descent staying Hermitian.
+"""cholesky, eigh and eigvalsh compute on the Hermitian part (x + x^H) / 2 (JAX's convention), so
+their gradients are Hermitian (symmetric for real input), as in JAX and PyTorch, and value
+and derivative agree along every direction. Checked against torch autograd (tenferro's grad
+of a real loss is the conjugate of torch's ``x.grad``), against central differences along
+Hermitian and non-Hermitian directions (the ops too, which read the lower triangle), and by
+gradient descent staying Hermitian.
 
 Also the error classes NumPy users catch: linalg shape errors are `numpy.linalg.LinAlgError`,
 bad argument values are `ValueError`.
@@ -96,19 +98,47 @@ def test_grad_is_hermitian_and_matches_torch(op, dtype, shape):
 
 @pytest.mark.parametrize("op", ["cholesky", "eigvalsh", "eigh"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_jvp_and_grad_match_finite_differences_along_hermitian_directions(op, dtype):
+@pytest.mark.parametrize("direction", ["hermitian", "any"])
+def test_jvp_and_grad_match_finite_differences(op, dtype, direction):
+    """Along any direction, Hermitian or not (then the value changes by its Hermitian part
+    only), the JVP and the gradient (a VJP) give the finite difference of the value."""
     rng = np.random.default_rng(3)
     shape = (2, 4, 4)
     a = xp.asarray(hpd(rng, shape, dtype))
     f_tf, _ = _losses(weights(shape))[op]
     g = ad.grad(f_tf)(a).numpy()
     for _ in range(3):
-        t = herm_np(linalg_cases.rand(rng, shape, dtype))
+        t = linalg_cases.rand(rng, shape, dtype)
+        if direction == "hermitian":
+            t = herm_np(t)
+        elif dtype == "complex128":  # an imaginary diagonal too: a direction the ops ignore
+            t = t + 1j * np.eye(shape[-1])
+        assert direction == "hermitian" or np.abs(t - herm_np(t)).max() > 0.1
         (fd,) = numerical_jvp(f_tf, (a,), (xp.asarray(t),), eps=1e-6)
         _, tangent = ad.jvp(f_tf, (a,), (xp.asarray(t),))
         np.testing.assert_allclose(tangent.numpy(), fd, atol=1e-7, rtol=1e-6)
         # grad pairs with the tangent as Re sum(conj(g) t) (JAX's convention, g conjugated)
         np.testing.assert_allclose(np.real(np.vdot(np.conj(g), t)), fd, atol=1e-7, rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["cholesky", "eigvalsh", "eigh"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ops_derivative_is_that_of_the_lower_triangle(op, dtype):
+    """The ops under the public functions read the lower triangle (the diagonal's real part),
+    as LAPACK: their JVPs along non-Hermitian directions match finite differences of that."""
+    from tenferro_linalg import _decomp_ops as O
+
+    ops = {"cholesky": lambda x: O.cholesky_p.bind(x), "eigvalsh": lambda x: O.eigvalsh_p.bind(x),
+           "eigh": lambda x: O.eigh_p.bind(x)[0]}
+    rng = np.random.default_rng(4)
+    a = xp.asarray(hpd(rng, (3, 3), dtype))
+    f = ops[op]
+    for t in (np.triu(linalg_cases.rand(rng, (3, 3), dtype), 1), linalg_cases.rand(rng, (3, 3), dtype)):
+        (fd,) = numerical_jvp(f, (a,), (xp.asarray(t),), eps=1e-6)
+        _, tangent = ad.jvp(f, (a,), (xp.asarray(t),))
+        np.testing.assert_allclose(tangent.numpy(), fd, atol=1e-7, rtol=1e-6)
+    _, zero = ad.jvp(f, (a,), (xp.asarray(np.triu(linalg_cases.rand(rng, (3, 3), dtype), 1)),))
+    np.testing.assert_allclose(zero.numpy(), 0, atol=1e-14)  # the upper triangle is not read
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -63,6 +63,44 @@ def test_pinv_of_a_rank_deficient_matrix_at_constant_rank(rng, dtype):
     check_grads(lambda u, v: la.pinv(u @ v), (rand(rng, (4, 2), dtype), rand(rng, (2, 3), dtype)), order=2)
 
 
+def _avals(graph):
+    """Every value's aval in a traced graph, nested graphs (call params) included."""
+    from tenferro_runtime.graph import Graph
+
+    for node in graph.nodes:
+        yield from (v.aval for v in node.outputs)
+        for p in node.params.values():
+            if isinstance(p, Graph):
+                yield from _avals(p)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(40, 3), (2, 3, 40)], ids=["tall", "wide"])
+def test_pinv_derivatives_of_a_tall_or_wide_matrix_form_no_big_square(rng, dtype, shape):
+    """The JVP (and the VJP transposed from it) of pinv of an (m, n) matrix with m >> n (or
+    n >> m) match finite differences, and form no max(m, n) x max(m, n) intermediate: every
+    value of the traced JVP and gradient graphs is at most max(m, n) x min(m, n)."""
+    from tenferro_ad.testing import numerical_jvp
+    from tenferro_runtime import trace
+
+    x, t = rand(rng, shape, dtype), rand(rng, shape, dtype)
+    (fd,) = numerical_jvp(la.pinv, (x,), (t,), eps=1e-6)
+    _, tangent = ad.jvp(la.pinv, (x,), (t,))
+    np.testing.assert_allclose(tangent.numpy(), fd, atol=1e-7, rtol=1e-6)
+    check_grads(la.pinv, (x,), order=1)
+    big = max(shape[-2:])
+    w = rand(rng, shape[:-2] + shape[:-3:-1], dtype)
+
+    def loss(y):
+        return xp.sum(xp.real(la.pinv(y) * w))
+
+    graphs = {"jvp": trace(lambda y, s: ad.jvp(la.pinv, (y,), (s,))[1], x, t),
+              "grad": trace(ad.grad(loss), x)}
+    for name, graph in graphs.items():
+        squares = [a for a in _avals(graph) if tuple(a.shape[-2:]) == (big, big)]
+        assert not squares, f"the {name} graph forms {squares[0]}"
+
+
 # ---- first order -------------------------------------------------------------------------
 
 
