@@ -1,8 +1,9 @@
 """Train a small CNN on scikit-learn's bundled digits (8x8 images, 1,797 samples) with
 tenferro-nn: a compiled train step (forward, backward and Adam update in one graph), a
-shuffling data loader, a progress bar, the energy of each epoch (measured where a meter can
-read, else estimated, and labelled), then save the model, load it into a fresh one and check
-that it gives the same test accuracy.
+shuffling data loader, a progress bar (on a terminal; plain lines when the output goes to a
+file or a pipe), the energy of each epoch (measured where a meter can read, else estimated,
+and labelled), then save the model, load it into a fresh one and check that it gives the same
+test accuracy.
 
 Run with `make demo`. Options: `--device torch:cpu`, `--epochs N`, `--out PATH`.
 """
@@ -10,6 +11,7 @@ Run with `make demo`. Options: `--device torch:cpu`, `--epochs N`, `--out PATH`.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -87,7 +89,13 @@ def run(args: argparse.Namespace) -> None:
     def accuracy(m: nn.Module) -> float:
         return float(np.mean(np.asarray(predict(m, xp.asarray(x_test))) == y_test))
 
-    bar = tqdm(range(args.epochs), desc="training", unit="epoch")
+    # A redrawn bar (carriage returns) only where both streams are a terminal: into a file or a
+    # pipe it would interleave with the epoch lines, so there each epoch is one plain line.
+    interactive = sys.stdout.isatty() and sys.stderr.isatty()
+    if not interactive:
+        print(f"training: {args.epochs} epochs, one line each (no progress bar: output is not a terminal)",
+              file=sys.stderr, flush=True)
+    bar = tqdm(range(args.epochs), desc="training", unit="epoch", disable=not interactive)
     epochs = []
     for epoch in bar:
         model.train()

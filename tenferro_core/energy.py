@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import TenferroError
+from .errors import MeterError  # noqa: F401  (defined with the other errors; part of the energy contract)
 
 SOURCES = ("nvml", "rapl", "power x time", "estimate")
 
@@ -32,6 +32,15 @@ class Reading:
     note: str = ""
 
 
+MAX_DEVICE_WATTS = 1e6  # no single device draws a megawatt: a reading implying more is broken
+
+
+class MeterWarning(RuntimeWarning):
+    """A meter failed or returned an impossible reading inside a measured window, and the
+    region fell back to the next meter (the region's note says why). Filter it with
+    ``warnings.filterwarnings("ignore", category=MeterWarning)``."""
+
+
 @dataclass(frozen=True)
 class MeterStatus:
     """What a meter can read on this machine: `available`, else `reason` (permissions, no
@@ -44,11 +53,6 @@ class MeterStatus:
     domains: tuple[str, ...] = ()
 
 
-class MeterError(TenferroError, RuntimeError):
-    """A meter could not be read, or returned garbage (negative, NaN, a decreasing counter);
-    accounting then labels the region and falls back to the next meter or the estimate."""
-
-
 @runtime_checkable
 class Meter(Protocol):
     """An energy meter registered by a plugin (``registry.add_meter(name, meter)``).
@@ -58,6 +62,12 @@ class Meter(Protocol):
     counter of the domain covering it, or raises `MeterError`; `update_period` is how often the
     counter moves (s), so shorter windows are extended or labelled approximate; `priority`
     orders meters covering the same device (higher first; the estimate is lowest).
+
+    Accounting refuses (as a `MeterError`, then falls back to the next meter) a reading that
+    no device can produce: not finite, negative, below the previous one, or more joules since
+    the previous reading than `MAX_DEVICE_WATTS` (1 MW) over the time between them (at least
+    `update_period`). A meter measuring something bigger than one device sets an optional
+    ``max_watts`` attribute.
     """
 
     name: str

@@ -28,10 +28,11 @@ import contextlib
 import math
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from tenferro_core.energy import EstimatedTelemetry, MeterError
+from tenferro_core.energy import EstimatedTelemetry, MeterError, MeterWarning
 from tenferro_core.errors import ArgumentError, TenferroError
 
 from .. import tracing
@@ -176,20 +177,34 @@ def _start(device: Any) -> list:
     return out
 
 
+def _fell_back(device: Any, failed: list[str], used: str) -> None:
+    """Warn (a `MeterWarning`, once per message under the default filter) that `device`'s
+    `failed` meters were passed over for `used`; the region's note keeps each reason."""
+    warnings.warn(f"energy accounting of {device}: meter(s) {', '.join(map(repr, failed))} failed or "
+                  f"returned an impossible reading; fell back to {used} (the region's note says why)",
+                  MeterWarning, stacklevel=2)
+
+
 def _read(device: Any, starts: list) -> tuple[DeviceEnergy | None, Any]:
     """(energy of `device` since `starts` from the best meter that reads twice, that meter);
-    (None, None) when none does. Never raises."""
+    (None, None) when none does. A meter passed over is noted and warned about (a
+    `MeterWarning`). Never raises, unless warnings are made errors."""
     notes: list[str] = []
+    failed: list[str] = []
     for m, start in starts:
         name = getattr(m, "name", "?")
         if isinstance(start, str):
             notes.append(f"{name} unusable: {start}")
+            failed.append(name)
             continue
         try:
             end = checked(m, device, start)
         except MeterError as exc:
             notes.append(f"{name} failed: {exc}")
+            failed.append(name)
             continue
+        if failed:
+            _fell_back(device, failed, repr(name))
         fell_back = bool(notes)
         approx = bool(start.approximate or end.approximate)
         window, period = end.time - start.time, getattr(m, "update_period", 0.0)
@@ -201,6 +216,8 @@ def _read(device: Any, starts: list) -> tuple[DeviceEnergy | None, Any]:
             notes.append(f"fell back to {name}")
         note = "; ".join([end.note] * bool(end.note) + notes)
         return DeviceEnergy(str(device), end.joules - start.joules, end.source, name, approx, note), m
+    if failed:
+        _fell_back(device, failed, "the cost model's estimate of the window's ops")
     return None, None
 
 
@@ -242,7 +259,7 @@ class EnergyMonitor(tracing.Observer):
     def __init__(self, label: str = "region", kind: str = "region", *, runtime: Any = None):
         if not isinstance(label, str) or not isinstance(kind, str):
             raise ArgumentError(f"EnergyMonitor: label and kind must be strings, got {label!r}, {kind!r}")
-        self.label, self.kind, self.runtime = label, kind, runtime
+        self.label, self.kind, self.runtime = label, kind, check_runtime("EnergyMonitor", runtime)
         self.region: Region | None = None
         self.estimated = 0.0  # the estimate's joules of the ops counted in the open window
         self._token: Any = None
@@ -441,6 +458,20 @@ class EnergyMonitor(tracing.Observer):
                 for k, j in zip(keys, split(out[str(dev)].joules, [weights[k] for k in keys])):
                     ops[k].joules = j
         return out, ops
+
+
+def check_runtime(owner: str, runtime: Any) -> Any:
+    """`runtime` if it is None or a `tenferro_runtime.Runtime`; else an ArgumentError (a
+    TypeError), raised where it is given rather than when the window opens."""
+    if runtime is None:
+        return None
+    from ..runtime import Runtime
+
+    if not isinstance(runtime, Runtime):
+        raise ArgumentError(f"{owner}: runtime must be a tenferro_runtime.Runtime (whose meters read "
+                            f"the devices) or None for the current one, got {type(runtime).__name__} "
+                            f"{runtime!r:.60}")
+    return runtime
 
 
 def innermost() -> EnergyMonitor | None:

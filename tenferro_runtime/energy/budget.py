@@ -17,32 +17,43 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import time
 from typing import Any
+
+import numpy as np
 
 from tenferro_core.errors import ArgumentError, EnergyBudgetExceeded, TenferroError
 
 from .. import tracing
 from ..graph_prims import call_p
 from ..tensor import Tensor
-from .accounting import EnergyMonitor, cost_of, innermost
+from .accounting import EnergyMonitor, check_runtime, cost_of, innermost
 from .records import Region
 
 
 class InvalidBudgetError(TenferroError, ValueError):
-    """An energy budget's limit is negative, NaN or infinite."""
+    """An energy budget's limit is negative, NaN, infinite or too large for a float."""
 
 
 def _limit(name: str, value: Any, required: bool = False) -> float | None:
+    """`value` as a float: a finite number >= 0 (or None for no limit, where allowed)."""
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ArgumentError(f"energy_budget: {name} must be a number (joules, watts or seconds) or None, "
-                            f"got {type(value).__name__} {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise InvalidBudgetError(f"energy_budget: {name} must be a finite number >= 0, got {value!r}; "
-                                 f"leave it None for no limit")
-    return float(value)
+    none = "" if required else "; leave it None for no limit"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ArgumentError(f"energy_budget: {name} must be a number (joules, watts or seconds)"
+                            f"{'' if required else ' or None'}, got {type(value).__name__} {value!r:.60}")
+    try:
+        f = float(value)
+    except OverflowError:  # a Python int beyond float's range
+        raise InvalidBudgetError(f"energy_budget: {name} must be a finite number >= 0, got an "
+                                 f"{type(value).__name__} too large for a float (>= 2**1024){none}"
+                                 ) from None
+    if not math.isfinite(f) or f < 0:
+        raise InvalidBudgetError(f"energy_budget: {name} must be a finite number >= 0, got "
+                                 f"{value!r:.60}{none}")
+    return f
 
 
 class _BudgetMonitor(EnergyMonitor):
@@ -121,7 +132,7 @@ class EnergyBudget(contextlib.ContextDecorator):
             raise ArgumentError("energy_budget: give max_joules=, max_watts= or both")
         self.min_window = _limit("min_window", min_window, True)
         self.read_every = _limit("read_every", read_every, True)
-        self.runtime = runtime
+        self.runtime = check_runtime("energy_budget", runtime)
         limits = [f"max_joules={max_joules!r}"] * (max_joules is not None) + \
             [f"max_watts={max_watts!r}"] * (max_watts is not None)
         self.label = f"energy_budget({', '.join(limits)})"
@@ -162,7 +173,9 @@ def energy_budget(max_joules: float | None = None, max_watts: float | None = Non
     past `max_joules` joules, or past an average of `max_watts` watts once `min_window` seconds
     have passed, raises `EnergyBudgetExceeded` before it runs. Meters are read at most every
     `read_every` seconds (the cost-model estimate fills in between). Bad limits raise
-    `ArgumentError` (a type) or `InvalidBudgetError` (a negative, NaN or infinite value)."""
+    `ArgumentError` (a type, a TypeError) or `InvalidBudgetError` (a ValueError: a negative, NaN
+    or infinite value, or an int too large for a float); a `runtime` that is not a
+    `tenferro_runtime.Runtime` is an `ArgumentError`."""
     return EnergyBudget(max_joules, max_watts, min_window=min_window, read_every=read_every,
                         runtime=runtime)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tenferro_core.energy import SOURCES, Meter, MeterError, MeterStatus, Reading
+from tenferro_core.energy import MAX_DEVICE_WATTS, SOURCES, Meter, MeterError, MeterStatus, Reading
 
 from .profiles import DeviceProfile, _device_id, profile_for
 
@@ -260,10 +260,28 @@ class EstimateMeter:
                        note=f"estimate: profile {prof.name!r}")
 
 
+def _max_watts(meter: Any) -> float:
+    """The most power `meter`'s device may draw: its ``max_watts`` if it has a positive one,
+    else `MAX_DEVICE_WATTS`."""
+    w = getattr(meter, "max_watts", None)
+    if isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0:
+        return float(w)
+    return MAX_DEVICE_WATTS
+
+
+def _period(meter: Any) -> float:
+    p = getattr(meter, "update_period", 0.0)
+    ok = isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) and p > 0
+    return float(p) if ok else 0.0
+
+
 def checked(meter: Any, device: Any, previous: Reading | None) -> Reading:
     """`meter.read(device)`, or MeterError naming the meter, the device and what was wrong: the
-    read raised, returned no Reading, a non-finite or negative value, an unknown source, or less
-    than `previous` (a counter must not decrease)."""
+    read raised, returned no Reading, a non-finite or negative value, an unknown source, less
+    than `previous` (a counter must not decrease), or more joules since `previous` than the
+    device can draw in the time between them (`MAX_DEVICE_WATTS`, or the meter's `max_watts`,
+    times that time, at least the meter's `update_period` and 1 us: a counter that jumps by
+    1e300 J, say)."""
     name = getattr(meter, "name", type(meter).__name__)
     where = f"meter {name!r} reading {device}"
     try:
@@ -284,6 +302,12 @@ def checked(meter: Any, device: Any, previous: Reading | None) -> Reading:
             raise MeterError(f"{where}: counter decreased from {previous.joules!r} J to {j!r} J")
         if t < previous.time:
             raise MeterError(f"{where}: time went back from {previous.time!r} to {t!r}")
+        gained, elapsed = j - previous.joules, t - previous.time
+        watts = _max_watts(meter)
+        if gained > watts * max(elapsed, _period(meter), 1e-6):
+            raise MeterError(
+                f"{where}: the counter rose by {gained:.4g} J in {elapsed:.3g} s, more than any one device "
+                f"draws ({watts:.4g} W); the reading is broken (max_watts on the meter raises this bound)")
     return got
 
 

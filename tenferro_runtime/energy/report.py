@@ -1,11 +1,13 @@
 """Energy reports: a text table (per op category, per region: steps, epochs) with the source
 of every number, and a matplotlib figure saved as PNG (energy and power over steps or
-epochs; energy by op category). matplotlib is imported only by `plot`."""
+epochs, from zero, on integer epoch ticks; energy by op category). matplotlib is imported only
+by `figure` and `plot`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tenferro_core.errors import ArgumentError
 
@@ -72,25 +74,27 @@ def _format(rows: list[tuple]) -> str:
     return "\n".join(lines)
 
 
-def plot(regions: Region | Sequence[Region], path: str | Path, *, title: str = "energy") -> Path:
-    """Save a PNG: energy and average power per region (steps or epochs, in order) and the
-    energy by op category; each panel says where its numbers come from. Returns the path."""
-    regions = _check(regions, "plot")
-    import matplotlib
+def figure(regions: Region | Sequence[Region], *, title: str = "energy") -> Any:
+    """The matplotlib Figure `plot` saves: left, energy (bars) and average power (line, right
+    axis) per region, numbered 1, 2, ... on integer ticks, both axes starting at zero; right,
+    the energy by op category. Each panel says where its numbers come from. A plain
+    `matplotlib.figure.Figure`, not registered with pyplot (nothing to close, no GUI)."""
+    regions = _check(regions, "figure")
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig, (ax_e, ax_c) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [2, 1]})
+    fig = Figure(figsize=(11, 4))
+    ax_e, ax_c = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
     x = range(1, len(regions) + 1)
     ax_e.bar(x, [r.joules for r in regions], color="tab:blue", label="energy (J)")
     ax_e.set_xlabel(regions[0].kind if len({r.kind for r in regions}) == 1 else "region")
     ax_e.set_ylabel("energy (J)")
+    ax_e.set_ylim(bottom=0)
+    ax_e.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs and steps are counted
     ax_p = ax_e.twinx()
     ax_p.plot(list(x), [r.watts or 0.0 for r in regions], color="tab:red", marker="o", label="power (W)")
     ax_p.set_ylabel("average power (W)")
+    ax_p.set_ylim(bottom=0)  # power is compared from zero, not from the lowest epoch
     ax_e.set_title(f"{title} per {ax_e.get_xlabel()} [{_all_sources(regions)}]")
     cats: dict[str, float] = {}
     for r in regions:
@@ -101,9 +105,17 @@ def plot(regions: Region | Sequence[Region], path: str | Path, *, title: str = "
     ax_c.set_xlabel("energy (J)")
     ax_c.set_title("by op category")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
+
+
+def plot(regions: Region | Sequence[Region], path: str | Path, *, title: str = "energy") -> Path:
+    """Save `figure(regions, title=title)` as a PNG at `path` (its folder created) and return
+    the path. Drawn with matplotlib's Agg renderer, whatever pyplot's backend is."""
+    regions = _check(regions, "plot")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure(regions, title=title).savefig(path, dpi=100, format="png")
     return path
 
 
-__all__ = ["plot", "table"]
+__all__ = ["figure", "plot", "table"]

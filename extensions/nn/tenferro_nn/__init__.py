@@ -63,7 +63,7 @@ __all__ += [
 ]
 
 # layers (functional, init, layers)
-from . import functional, init, layers  # noqa: E402
+from . import checks, functional, init, layers  # noqa: E402
 from .layers import (  # noqa: E402
     GELU,
     AvgPool2d,
@@ -89,5 +89,5 @@ from .layers import (  # noqa: E402
 __all__ += [
     "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "Dropout", "Embedding", "Flatten", "GELU",
     "LayerNorm", "Linear", "LogSoftmax", "MaxPool2d", "MultiheadAttention", "ReLU", "Sequential", "SiLU",
-    "Sigmoid", "Softmax", "Tanh", "functional", "init", "layers",
+    "Sigmoid", "Softmax", "Tanh", "checks", "functional", "init", "layers",
 ]

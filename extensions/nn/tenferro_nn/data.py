@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextvars
 import itertools
 import math
-import numbers
 import os
 import queue
 import threading
@@ -31,9 +30,11 @@ import numpy as np
 
 from tenferro_core.errors import ArgumentError, ShapeError
 from tenferro_runtime import array_api as xp
-from tenferro_runtime.pytree import tree_map
+from tenferro_runtime.pytree import tree_flatten, tree_map
 from tenferro_runtime.runtime import Device, default_device, default_runtime, use_runtime
 from tenferro_runtime.tensor import Tensor
+
+from .checks import flag, integer
 
 Batch = tuple[Tensor, ...]
 _MAX_THREADS = 4
@@ -46,7 +47,9 @@ class Dataset(Protocol):
 
     A dataset may also define `batch(indices) -> tuple of arrays` (indices: a 1-d int64 NumPy
     array): the loader then gathers each batch with that one call instead of one
-    `__getitem__` per item (the fast path `ArrayDataset` takes)."""
+    `__getitem__` per item (the fast path `ArrayDataset` takes). It must return NumPy arrays
+    or tenferro tensors: a tuple of them (one per field), one alone, or any pytree of them;
+    anything else (None, a list of numbers) is an `ArgumentError` naming the dataset."""
 
     def __len__(self) -> int: ...
 
@@ -157,11 +160,10 @@ class DataLoader:
             raise ArgumentError(
                 f"DataLoader: the dataset ({type(dataset).__name__}) needs __len__ and __getitem__; "
                 f"wrap arrays in ArrayDataset(x, y)")
-        _check_int("batch_size", batch_size, 1)
-        _check_int("prefetch", prefetch, 0)
-        for name, v in (("shuffle", shuffle), ("drop_last", drop_last)):
-            if not isinstance(v, bool):
-                raise ArgumentError(f"DataLoader: {name} must be True or False, got {v!r}")
+        batch_size = integer("DataLoader", "batch_size", batch_size, 1)
+        prefetch = integer("DataLoader", "prefetch", prefetch, 0)
+        shuffle = flag("DataLoader", "shuffle", shuffle)
+        drop_last = flag("DataLoader", "drop_last", drop_last)
         if shuffle and key is None:
             raise ArgumentError(
                 "DataLoader: shuffle=True needs an explicit key, so that runs are reproducible; pass "
@@ -192,7 +194,7 @@ class DataLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration epoch `epoch` (its shuffle order is fold_in(key, epoch))."""
-        _check_int("epoch", epoch, 0)
+        epoch = integer("DataLoader.set_epoch", "epoch", epoch, 0)
         with self._lock:
             self._epoch = int(epoch)
 
@@ -202,6 +204,7 @@ class DataLoader:
 
     def order(self, epoch: int) -> np.ndarray:
         """The indices epoch `epoch` visits, in order (int64)."""
+        epoch = integer("DataLoader.order", "epoch", epoch, 0)
         n = len(self.dataset)
         if not self.shuffle:
             return np.arange(n, dtype=np.int64)
@@ -223,9 +226,34 @@ class DataLoader:
                 f"drop_last={self.drop_last}, prefetch={self.prefetch})")
 
 
-def _check_int(name: str, v: Any, lo: int) -> None:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
-        raise ArgumentError(f"DataLoader: {name} must be an int >= {lo}, got {v!r}")
+def _describe(v: Any) -> str:
+    return "None" if v is None else f"a {type(v).__name__} ({v!r:.60})"
+
+
+def _check_batch(dataset: Any, got: Any, i: int) -> None:
+    """What `dataset.batch(indices)` returned must be arrays or tensors (a tuple of them, one,
+    or a pytree of them)."""
+    leaves = tree_flatten(got)[0]
+    bad = next((v for v in leaves if not isinstance(v, (np.ndarray, Tensor))), None)
+    empty = next((k for k, f in enumerate(got) if not tree_flatten(f)[0]), None) \
+        if isinstance(got, (tuple, list)) else None
+    if not leaves or bad is not None or empty is not None:
+        what = _describe(got) if not leaves or bad is got else \
+            f"{_describe(got)}, holding {_describe(bad)}" if bad is not None else \
+            f"{_describe(got)}, whose field {empty} is {_describe(got[empty])}"
+        raise ArgumentError(
+            f"DataLoader: {type(dataset).__name__}.batch(indices) returned {what} for batch {i}; it must "
+            f"return the batch's NumPy arrays or tenferro tensors, a tuple of them with one per field "
+            f"(e.g. `return self.x[indices], self.y[indices]`)")
+
+
+def _check_collated(collate: Any, got: Any, i: int) -> None:
+    """What a custom collate_fn returned must hold at least one array or tensor."""
+    if not any(isinstance(v, (np.ndarray, Tensor)) for v in tree_flatten(got)[0]):
+        name = getattr(collate, "__qualname__", type(collate).__name__)
+        raise ArgumentError(f"DataLoader: collate_fn {name} returned {_describe(got)} for batch {i}; it "
+                            f"must return the batch: NumPy arrays or tenferro tensors (a tuple, or any "
+                            f"pytree of them)")
 
 
 def _batch_maker(loader: DataLoader, order: np.ndarray, device: Device) -> Callable[[int], Any]:
@@ -239,12 +267,20 @@ def _batch_maker(loader: DataLoader, order: np.ndarray, device: Device) -> Calla
         try:
             if fast:
                 got = dataset.batch(idx)
+                _check_batch(dataset, got, i)
                 return tuple(_to_device(a, device) for a in got) if isinstance(got, (tuple, list)) \
                     else (_to_device(got, device),)
             items = [dataset[int(j)] for j in idx]
+            for j, item in zip(idx, items):
+                if item is None:
+                    raise ArgumentError(
+                        f"DataLoader: {type(dataset).__name__}[{int(j)}] returned None; __getitem__ must "
+                        f"return the item: a tuple of arrays, tensors or numbers (one per field), or one")
             if collate is None:
                 return default_collate(items, device)
-            return _to_device(collate(items), device)
+            got = collate(items)
+            _check_collated(collate, got, i)
+            return _to_device(got, device)
         except Exception as exc:
             exc.add_note(f"DataLoader: raised while loading batch {i} (dataset indices "
                          f"{idx[:8].tolist()}{' ...' if len(idx) > 8 else ''})")

@@ -18,6 +18,8 @@ from tenferro_runtime import array_api as xp
 from tenferro_runtime import default_runtime, random
 from tenferro_runtime.tensor import Tensor
 
+from .checks import HyperparameterError, choice, number
+
 Shape = Sequence[int]
 
 
@@ -52,6 +54,7 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     """The recommended gain for a nonlinearity (`torch.nn.init.calculate_gain`)."""
     linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
               "conv_transpose3d", "sigmoid")
+    choice("calculate_gain", "nonlinearity", nonlinearity, (*linear, "tanh", "relu", "leaky_relu", "selu"))
     if nonlinearity in linear:
         return 1.0
     if nonlinearity == "tanh":
@@ -59,14 +62,9 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     if nonlinearity == "relu":
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
-        slope = 0.01 if param is None else param
-        if isinstance(slope, bool) or not isinstance(slope, (int, float)):
-            raise ArgumentError(f"calculate_gain: negative_slope {param!r} is not a number")
+        slope = 0.01 if param is None else number("calculate_gain", "negative_slope", param, low=None)
         return math.sqrt(2.0 / (1 + slope ** 2))
-    if nonlinearity == "selu":
-        return 3.0 / 4
-    raise ArgumentError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}; expected one of "
-                        f"{[*linear, 'tanh', 'relu', 'leaky_relu', 'selu']}")
+    return 3.0 / 4  # selu
 
 
 def calculate_fan_in_and_fan_out(shape: Shape) -> tuple[int, int]:
@@ -80,11 +78,7 @@ def calculate_fan_in_and_fan_out(shape: Shape) -> tuple[int, int]:
 
 def _fan(shape: Shape, mode: str) -> int:
     fan_in, fan_out = calculate_fan_in_and_fan_out(shape)
-    if mode == "fan_in":
-        return fan_in
-    if mode == "fan_out":
-        return fan_out
-    raise ArgumentError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    return fan_in if choice("init", "mode", mode, ("fan_in", "fan_out")) == "fan_in" else fan_out
 
 
 def zeros(key: Any, shape: Shape, dtype: Any = D.float32, device: Any = None) -> Tensor:
@@ -100,23 +94,28 @@ def ones(key: Any, shape: Shape, dtype: Any = D.float32, device: Any = None) -> 
 def uniform(key: Any, shape: Shape, dtype: Any = D.float32, device: Any = None, a: float = 0.0,
             b: float = 1.0) -> Tensor:
     """Values drawn uniformly from [a, b)."""
+    a, b = number("uniform", "a", a, low=None), number("uniform", "b", b, low=None)
     k = _key_on("uniform", key, device)
-    return random.uniform(k, _shape("uniform", shape), _dtype("uniform", dtype), float(a), float(b))
+    return random.uniform(k, _shape("uniform", shape), _dtype("uniform", dtype), a, b)
 
 
 def normal(key: Any, shape: Shape, dtype: Any = D.float32, device: Any = None, mean: float = 0.0,
            std: float = 1.0) -> Tensor:
     """Values drawn from N(mean, std^2)."""
+    mean, std = number("normal", "mean", mean, low=None), number("normal", "std", std)
     k = _key_on("normal", key, device)
     z = random.normal(k, _shape("normal", shape), _dtype("normal", dtype))
-    return z * float(std) + float(mean)
+    return z * std + mean
 
 
 def truncated_normal(key: Any, shape: Shape, dtype: Any = D.float32, device: Any = None, mean: float = 0.0,
                      std: float = 1.0, a: float = -2.0, b: float = 2.0) -> Tensor:
     """N(mean, std^2) restricted to [a, b] (absolute bounds, as `torch.nn.init.trunc_normal_`)."""
-    if not std > 0 or not a < b:
-        raise ArgumentError(f"truncated_normal: need std > 0 and a < b, got std={std}, a={a}, b={b}")
+    name = "truncated_normal"
+    mean, std = number(name, "mean", mean, low=None), number(name, "std", std, low_open=True)
+    a, b = number(name, "a", a, low=None), number(name, "b", b, low=None)
+    if not a < b:
+        raise HyperparameterError(f"truncated_normal: need std > 0 and a < b, got std={std}, a={a}, b={b}")
     k = _key_on("truncated_normal", key, device)
     lo, hi = (a - mean) / std, (b - mean) / std
     shape, dtype = _shape("truncated_normal", shape), _dtype("truncated_normal", dtype)
@@ -130,7 +129,7 @@ def xavier_uniform(key: Any, shape: Shape, dtype: Any = D.float32, device: Any =
     fan_in, fan_out = calculate_fan_in_and_fan_out(shape)
     if math.prod(shape) == 0:  # nothing to draw (PyTorch: a no-op)
         return zeros(key, shape, dtype, device)
-    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    bound = number("xavier_uniform", "gain", gain, low=None) * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform(key, shape, dtype, device, -bound, bound)
 
 
@@ -140,7 +139,8 @@ def xavier_normal(key: Any, shape: Shape, dtype: Any = D.float32, device: Any = 
     fan_in, fan_out = calculate_fan_in_and_fan_out(shape)
     if math.prod(shape) == 0:
         return zeros(key, shape, dtype, device)
-    return normal(key, shape, dtype, device, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    gain = number("xavier_normal", "gain", gain, low=None)
+    return normal(key, shape, dtype, device, 0.0, abs(gain) * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
 def kaiming_uniform(key: Any, shape: Shape, dtype: Any = D.float32, device: Any = None, a: float = 0.0,

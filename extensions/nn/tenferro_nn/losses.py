@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenferro_core.errors import ArgumentError, DTypeError, ShapeError, TenferroIndexError
+from tenferro_core.errors import DTypeError, ShapeError, TenferroIndexError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.tensor import Tensor
 
+from .checks import choice, integer, number
 from .functional import log_softmax
 from .functional._util import check_floating, check_tensor
 from .module import Module
@@ -26,9 +27,11 @@ REDUCTIONS = ("none", "mean", "sum")
 
 # ---- argument checks ------------------------------------------------------------------------
 def _reduction(fn: str, reduction: Any) -> str:
-    if reduction not in REDUCTIONS:
-        raise ArgumentError(f"{fn}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    return reduction
+    return choice(fn, "reduction", reduction, REDUCTIONS)
+
+
+def _label_smoothing(fn: str, v: Any) -> float:
+    return number(fn, "label_smoothing", v, low=0.0, high=1.0)
 
 
 def _same_dtype(fn: str, what: str, x: Tensor, like: Tensor) -> None:
@@ -129,9 +132,7 @@ def cross_entropy(input: Tensor, target: Tensor, *, weight: Tensor | None = None
     logits = check_floating(fn, input, "input")
     cdim = _class_dim(fn, logits)
     target = check_tensor(fn, target, "target")
-    if not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
-        raise ArgumentError(f"{fn}: label_smoothing must be a float in [0, 1], got {label_smoothing!r}")
-    eps = float(label_smoothing)
+    eps = _label_smoothing(fn, label_smoothing)
     c = logits.shape[cdim]
     if target.shape == logits.shape:
         return _cross_entropy_probs(fn, logits, target, weight, reduction, eps, cdim)
@@ -241,8 +242,8 @@ class CrossEntropyLoss(_Loss):
                  label_smoothing: float = 0.0) -> None:
         super().__init__(reduction)
         self._buffer("weight", weight)
-        self.ignore_index = int(ignore_index)
-        self.label_smoothing = float(label_smoothing)
+        self.ignore_index = integer(type(self).__name__, "ignore_index", ignore_index)
+        self.label_smoothing = _label_smoothing(type(self).__name__, label_smoothing)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
@@ -256,7 +257,7 @@ class NLLLoss(_Loss):
                  reduction: str = "mean") -> None:
         super().__init__(reduction)
         self._buffer("weight", weight)
-        self.ignore_index = int(ignore_index)
+        self.ignore_index = integer(type(self).__name__, "ignore_index", ignore_index)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,

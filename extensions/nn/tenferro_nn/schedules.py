@@ -23,6 +23,8 @@ from tenferro_core.errors import ArgumentError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.tensor import Tensor
 
+from .checks import HyperparameterError, integer, number
+
 Step = int | Tensor
 Schedule = Callable[[Any], Any]
 
@@ -37,7 +39,7 @@ def _step(name: str, t: Any) -> Any:
         raise ArgumentError(f"{name}: the step must be a Python int or a 0-d integer tensor, got "
                             f"{type(t).__name__}")
     if t < 0:
-        raise ArgumentError(f"{name}: the step must be >= 0, got {t}")
+        raise HyperparameterError(f"{name}: the step must be >= 0, got {t}")
     return t
 
 
@@ -45,13 +47,14 @@ def _f64(t: Tensor) -> Tensor:
     return xp.astype(t, xp.float64)
 
 
-def _number(name: str, what: str, v: Any, low: float = 0.0, integer: bool = False,
-            positive: bool = False) -> Any:
-    kinds = (int,) if integer else (int, float)
-    if not isinstance(v, kinds) or isinstance(v, bool) or v < low or (positive and v == 0):
-        want = "an int" if integer else "a number"
-        raise ArgumentError(f"{name}: {what} must be {want} {'>' if positive else '>='} {low}, got {v!r}")
-    return v
+def _fields(obj: Any, **checks: Any) -> None:
+    """Check (and normalize to float / int) the named fields of a frozen schedule: each
+    value of `checks` is the check's keywords, with ``integer=True`` for an int >= 1."""
+    name = type(obj).__name__
+    for field, kw in checks.items():
+        v = getattr(obj, field)
+        v = integer(name, field, v, 1) if kw.pop("integer", False) else number(name, field, v, **kw)
+        object.__setattr__(obj, field, v)
 
 
 @dataclass(frozen=True)
@@ -63,15 +66,16 @@ class step_lr:
     gamma: float = 0.1
 
     def __post_init__(self) -> None:
-        _number("step_lr", "lr", self.lr)
-        _number("step_lr", "step_size", self.step_size, 0, integer=True, positive=True)
-        _number("step_lr", "gamma", self.gamma)
+        _fields(self, lr={}, step_size={"integer": True}, gamma={})
 
     def __call__(self, t: Step) -> Any:
         t = _step("step_lr", t)
         if isinstance(t, Tensor):
             return self.lr * xp.pow(float(self.gamma), _f64(t // self.step_size))
-        return self.lr * self.gamma ** (t // self.step_size)
+        try:
+            return self.lr * self.gamma ** (t // self.step_size)
+        except OverflowError:  # gamma > 1 for long enough: as the tensor path, inf (refused by a step)
+            return math.inf if self.lr else 0.0
 
 
 @dataclass(frozen=True)
@@ -84,9 +88,7 @@ class cosine_annealing:
     eta_min: float = 0.0
 
     def __post_init__(self) -> None:
-        _number("cosine_annealing", "lr", self.lr)
-        _number("cosine_annealing", "t_max", self.t_max, 0, integer=True, positive=True)
-        _number("cosine_annealing", "eta_min", self.eta_min)
+        _fields(self, lr={}, t_max={"integer": True}, eta_min={})
 
     def __call__(self, t: Step) -> Any:
         t = _step("cosine_annealing", t)
@@ -106,10 +108,7 @@ class linear_warmup:
     end_factor: float = 1.0
 
     def __post_init__(self) -> None:
-        _number("linear_warmup", "lr", self.lr)
-        _number("linear_warmup", "warmup_steps", self.warmup_steps, 0, integer=True, positive=True)
-        _number("linear_warmup", "start_factor", self.start_factor)
-        _number("linear_warmup", "end_factor", self.end_factor)
+        _fields(self, lr={}, warmup_steps={"integer": True}, start_factor={}, end_factor={})
 
     def __call__(self, t: Step) -> Any:
         t = _step("linear_warmup", t)
@@ -128,17 +127,19 @@ class sequential:
     milestones: tuple
 
     def __init__(self, schedules: Sequence[Schedule], milestones: Sequence[int]) -> None:
-        schedules, milestones = tuple(schedules), tuple(milestones)
+        for what, v in (("schedules", schedules), ("milestones", milestones)):
+            if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+                raise ArgumentError(f"sequential: {what} must be a list or tuple, got {type(v).__name__}")
+        schedules = tuple(schedules)
         if not schedules or any(not callable(s) for s in schedules):
             raise ArgumentError(f"sequential: expected a non-empty sequence of schedules (callables of "
                                 f"the step), got {schedules!r}")
+        milestones = tuple(integer("sequential", "a milestone", m, 0) for m in milestones)
         if len(milestones) != len(schedules) - 1:
-            raise ArgumentError(f"sequential: expected {len(schedules) - 1} milestone(s) for "
-                                f"{len(schedules)} schedules, got {len(milestones)}")
-        for m in milestones:
-            _number("sequential", "a milestone", m, 0, integer=True)
+            raise HyperparameterError(f"sequential: expected {len(schedules) - 1} milestone(s) for "
+                                      f"{len(schedules)} schedules, got {len(milestones)}")
         if list(milestones) != sorted(milestones):
-            raise ArgumentError(f"sequential: milestones must be increasing, got {list(milestones)}")
+            raise HyperparameterError(f"sequential: milestones must be increasing, got {list(milestones)}")
         object.__setattr__(self, "schedules", schedules)
         object.__setattr__(self, "milestones", milestones)
 

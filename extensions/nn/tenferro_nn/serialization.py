@@ -19,12 +19,28 @@ safetensors has no complex128 (and older readers no complex64), so a complex ten
 shape ``s + (2,)``, as `torch.view_as_real` gives, with the complex dtype in
 ``tenferro.dtypes``; `load` turns it back (and reads a file's native C64 tensors as complex64).
 bfloat16 host buffers use `ml_dtypes` (as the torch backend's), stored as BF16.
+
+Writing is atomic: everything is checked first, the file is written to a temporary file in
+the target's folder (flushed to disk) and moved over the target with `os.replace`, so a
+failure at any point leaves an existing file as it was; an overwritten file keeps its
+permission bits (a new one gets the umask's). The operating system refusing the write (a
+read-only folder, a full disk, a directory at the path) is a `TenferroIOError`, an `OSError`
+with the original errno, naming the path.
+
+Reading: a file that is not safetensors or whose header is damaged (truncated, not JSON,
+wrong types, offsets that do not tile the data) and a damaged tenferro header (``tenferro.dtypes``
+or ``tenferro.tree`` of the wrong shape or types, or not matching the tensors) are a
+`SerializationError` (a ValueError) naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import stat
+import struct
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -32,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from tenferro_core import dtypes as D
-from tenferro_core.errors import ArgumentError, DTypeError, TenferroError
+from tenferro_core.errors import ArgumentError, DTypeError, TenferroError, TenferroIOError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.pytree import TreeDef, tree_flatten, tree_unflatten
 from tenferro_runtime.runtime import default_runtime
@@ -49,7 +65,8 @@ PathLike = str | os.PathLike
 
 
 class SerializationError(TenferroError, ValueError):
-    """A file is not a readable safetensors file, or holds what tenferro cannot load."""
+    """A file is not a readable safetensors file (truncated, a damaged header), its tenferro
+    header is damaged, or it holds what tenferro cannot load. The message names the file."""
 
 
 class MissingFileError(SerializationError, FileNotFoundError):
@@ -145,9 +162,17 @@ def _arrays(fn: str, tensors: Any) -> dict[str, tuple[np.ndarray, str]]:
     return out
 
 
-def _write(path: str, arrays: dict[str, tuple[np.ndarray, str]], meta: dict[str, str]) -> None:
-    from safetensors.numpy import save_file
+# safetensors' dtype tags, by NumPy dtype name (complex is stored as its real view)
+_ST_DTYPE = {"bool": "BOOL", "int8": "I8", "int16": "I16", "int32": "I32", "int64": "I64", "uint8": "U8",
+             "uint16": "U16", "uint32": "U32", "uint64": "U64", "float16": "F16", "bfloat16": "BF16",
+             "float32": "F32", "float64": "F64"}
 
+
+def _write(path: str, arrays: dict[str, tuple[np.ndarray, str]], meta: dict[str, str]) -> None:
+    """Write the safetensors file atomically: a temporary file in the target's folder (written,
+    flushed to disk, given the old file's permission bits) replaces `path` with `os.replace`,
+    so a failure at any point leaves an existing file as it was. An OS failure (read-only
+    folder, full disk, a directory at `path`) is a `TenferroIOError` naming the path."""
     from . import __version__
 
     header = {"format": FORMAT, **meta, "tenferro_nn": __version__,
@@ -155,14 +180,83 @@ def _write(path: str, arrays: dict[str, tuple[np.ndarray, str]], meta: dict[str,
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise MissingFileError(f"save: the folder {folder!r} of {path!r} does not exist; create it first")
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    if os.path.isdir(path):
+        raise TenferroIOError(f"save: {path!r} is a directory; give the path of a file to write",
+                              errno.EISDIR, path)
     try:
-        save_file({k: a for k, (a, _) in arrays.items()}, tmp, metadata=header)
+        mode = stat.S_IMODE(os.stat(path).st_mode) if os.path.isfile(path) else None
+    except OSError:
+        mode = None
+    head, blobs = _layout(arrays, header)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    fd = -1
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        if mode is not None:  # overwriting: keep the file's permission bits (umask applied otherwise)
+            os.chmod(tmp, mode)
+        _write_all(fd, head)
+        for blob in blobs:
+            _write_all(fd, blob)
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
         os.replace(tmp, path)
-    except BaseException:
+    except OSError as exc:
+        raise TenferroIOError(
+            f"save: could not write {path!r}: {exc.strerror or exc}"
+            f"{' (in ' + repr(exc.filename) + ')' if exc.filename and exc.filename != tmp else ''}; "
+            f"the existing file, if any, is unchanged", exc.errno, path) from exc
+    finally:
+        if fd >= 0:
+            os.close(fd)
         if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    _sync_folder(folder)
+
+
+def _layout(arrays: dict[str, tuple[np.ndarray, str]], header: dict[str, str]) -> tuple[bytes, list]:
+    """(the length-prefixed JSON header, the tensors' bytes in file order). Tensors are laid out
+    by decreasing item size, so each is aligned to its item size (the header is padded to 8
+    bytes with spaces, as the safetensors writer does)."""
+    order = sorted(arrays, key=lambda k: -arrays[k][0].dtype.itemsize)  # stable: saved order within a size
+    entries: dict[str, Any] = {"__metadata__": header}
+    blobs = []
+    offset = 0
+    for k in order:
+        a = arrays[k][0]
+        le = a.dtype.newbyteorder("<")
+        if a.dtype != le:
+            a = a.astype(le)
+        raw = a.reshape(-1).view(np.uint8)
+        entries[k] = {"dtype": _ST_DTYPE[a.dtype.name], "shape": list(a.shape),
+                      "data_offsets": [offset, offset + raw.nbytes]}
+        offset += raw.nbytes
+        if raw.nbytes:
+            blobs.append(memoryview(raw))
+    text = json.dumps(entries, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text, blobs
+
+
+def _write_all(fd: int, data: Any) -> None:
+    """Write all of `data` (bytes or a byte memoryview) to `fd`, however many calls it takes."""
+    view = memoryview(data)
+    while view.nbytes:
+        n = os.write(fd, view[:1 << 30])
+        view = view[n:]
+
+
+def _sync_folder(folder: str) -> None:
+    """Make the rename durable (POSIX: fsync the folder); best effort."""
+    if os.name != "posix":
+        return
+    with contextlib.suppress(OSError):
+        dfd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
 
 
 # ---- reading ------------------------------------------------------------------------------
@@ -211,19 +305,24 @@ def load_state(path: PathLike, like: Any) -> Any:
     if _TREE_KEY not in meta:
         raise SerializationError(f"load_state({path!r}): the file was not written by save_state (no "
                                  f"{_TREE_KEY!r} in its metadata); read its tensors with load()")
-    try:
-        saved = json.loads(meta[_TREE_KEY])
-        nodes = [list(n) for n in saved["nodes"]]
-        rows = saved["leaves"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SerializationError(f"load_state({path!r}): {_TREE_KEY!r} in the metadata is damaged "
-                                 f"({exc})") from None
+    nodes, rows = _tree("load_state", path, meta)
     leaves, td = tree_flatten(like)
-    want, _ = _describe("load_state", td, leaves)
+    want, paths = _describe("load_state", td, leaves)
     diff = _first_difference(nodes, want)
     if diff is not None:
         raise StateDictError(f"load_state({path!r}): {diff}; the state was saved from another model or "
                              f"optimizer (or configuration)")
+    if [r[0] for r in rows] != paths:
+        raise _damaged("load_state", path, f"{_TREE_KEY!r} lists {len(rows)} leaves that do not match its "
+                                           f"{len(paths)} leaf nodes")
+    kinds = {p: k for p, k, _ in nodes}
+    for p, name, value in rows:
+        if name is not None and kinds.get(p) != "tensor":
+            raise _damaged("load_state", path, f"{p!r} names tensor {name!r} but its node says "
+                                               f"{kinds.get(p)}")
+        if name is None and type(value).__name__ != kinds.get(p):
+            raise _damaged("load_state", path, f"the value of {p!r} is a {type(value).__name__} but its "
+                                               f"node says {kinds.get(p)}")
     out = []
     for (p, name, value), leaf in zip(rows, leaves):
         if name is None:
@@ -247,28 +346,28 @@ def _open(fn: str, path: str) -> Any:
 
     if not os.path.exists(path):
         raise MissingFileError(f"{fn}: no file {path!r}; check the path (save writes one)")
+    if os.path.isdir(path):
+        raise TenferroIOError(f"{fn}: {path!r} is a directory; give the path of a safetensors file",
+                              errno.EISDIR, path)
     try:
         return safe_open(path, framework="numpy")
-    except (SafetensorError, OSError, ValueError) as exc:
+    except OSError as exc:  # the OS refused it (permissions, ...)
+        raise TenferroIOError(f"{fn}: could not read {path!r}: {exc.strerror or exc}", exc.errno,
+                              path) from exc
+    except (SafetensorError, ValueError) as exc:
         raise SerializationError(
-            f"{fn}: {path!r} is not a safetensors file ({exc}); tenferro reads safetensors only "
-            f"(convert a torch.save checkpoint with safetensors.torch.save_file)") from None
+            f"{fn}: {path!r} is not a safetensors file or its header is damaged ({exc}); tenferro reads "
+            f"safetensors only (convert a torch.save checkpoint with safetensors.torch.save_file)") from None
 
 
 def _read(fn: str, path: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """(key -> host array of its true dtype, in saved order; metadata)."""
     with _open(fn, path) as f:
         meta = dict(f.metadata() or {})
-        try:
-            dtypes = json.loads(meta.get(_DTYPES_KEY, "{}"))
-        except ValueError:
-            raise SerializationError(f"{fn}({path!r}): {_DTYPES_KEY!r} in the metadata is not JSON; "
-                                     f"the file is damaged") from None
         keys = list(f.keys())
-        if isinstance(dtypes, dict) and set(dtypes) == set(keys):
+        dtypes = _saved_dtypes(fn, path, meta, keys)
+        if dtypes:
             keys = list(dtypes)
-        else:
-            dtypes = {}
         out = {}
         for k in keys:
             if f.get_slice(k).get_dtype() == "BF16":
@@ -280,6 +379,61 @@ def _read(fn: str, path: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
                                  f"which tenferro cannot read ({exc}); convert it before saving") from None
             out[k] = _true_dtype(fn, path, k, a, dtypes.get(k))
     return out, meta
+
+
+def _damaged(fn: str, path: str, what: str) -> SerializationError:
+    return SerializationError(f"{fn}({path!r}): the tenferro header is damaged: {what}; the file was "
+                              f"truncated or edited (save it again)")
+
+
+def _saved_dtypes(fn: str, path: str, meta: dict[str, str], keys: list[str]) -> dict[str, str]:
+    """The file's `tenferro.dtypes` (key -> tenferro dtype name, in saved order), checked against
+    the tensors it holds; {} for a file that other software wrote (no such key)."""
+    raw = meta.get(_DTYPES_KEY)
+    if raw is None:
+        return {}
+    try:
+        dtypes = json.loads(raw)
+    except ValueError as exc:
+        raise _damaged(fn, path, f"{_DTYPES_KEY!r} is not JSON ({exc})") from None
+    if not isinstance(dtypes, dict):
+        raise _damaged(fn, path, f"{_DTYPES_KEY!r} is a JSON {type(dtypes).__name__}, not an object of "
+                                 f"tensor name -> dtype name")
+    names = {d.name for d in D.ALL_DTYPES}
+    for k, v in dtypes.items():
+        if not isinstance(v, str) or v not in names:
+            raise _damaged(fn, path, f"{_DTYPES_KEY!r} gives tensor {k!r} the dtype {v!r:.40}, which is no "
+                                     f"tenferro dtype")
+    if set(dtypes) != set(keys):
+        missing = sorted(set(keys) - set(dtypes))[:5]
+        extra = sorted(set(dtypes) - set(keys))[:5]
+        raise _damaged(fn, path, f"{_DTYPES_KEY!r} does not list the file's tensors (tensors it lacks: "
+                                 f"{missing}; names no tensor has: {extra})")
+    return dtypes
+
+
+def _tree(fn: str, path: str, meta: dict[str, str]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """`tenferro.tree` (nodes, leaves), checked for shape and types."""
+    try:
+        saved = json.loads(meta[_TREE_KEY])
+    except ValueError as exc:
+        raise _damaged(fn, path, f"{_TREE_KEY!r} is not JSON ({exc})") from None
+    nodes = saved.get("nodes") if isinstance(saved, dict) else None
+    rows = saved.get("leaves") if isinstance(saved, dict) else None
+    if not isinstance(nodes, list) or not isinstance(rows, list):
+        raise _damaged(fn, path, f"{_TREE_KEY!r} must be an object with 'nodes' and 'leaves' lists")
+    for n in nodes:
+        if (not isinstance(n, list) or len(n) != 3 or not isinstance(n[0], str) or not isinstance(n[1], str)
+                or not (n[2] is None or (isinstance(n[2], list) and all(isinstance(c, str) for c in n[2])))):
+            raise _damaged(fn, path, f"{_TREE_KEY!r} has the node {n!r:.60}; expected [path, kind, "
+                                     f"child names or null]")
+    for r in rows:
+        if (not isinstance(r, list) or len(r) != 3 or not isinstance(r[0], str)
+                or not (isinstance(r[1], str) and r[2] is None
+                        or r[1] is None and type(r[2]) in (bool, int, float, str))):
+            raise _damaged(fn, path, f"{_TREE_KEY!r} has the leaf {r!r:.60}; expected [path, tensor name, "
+                                     f"null] or [path, null, a bool/int/float/str value]")
+    return nodes, rows
 
 
 def _true_dtype(fn: str, path: str, key: str, a: np.ndarray, name: Any) -> np.ndarray:
@@ -377,6 +531,6 @@ def _first_difference(saved: list[list[Any]], want: list[list[Any]]) -> str | No
 
 
 __all__ = [
-    "FORMAT", "MissingFileError", "SerializationError", "load", "load_metadata", "load_model",
-    "load_state", "save", "save_model", "save_state",
+    "FORMAT", "MissingFileError", "SerializationError", "TenferroIOError", "load", "load_metadata",
+    "load_model", "load_state", "save", "save_model", "save_state",
 ]

@@ -297,8 +297,8 @@ def test_bad_input_is_a_typed_error_raised_before_any_change():
         opt.update(ps, g, SGD(momentum=0.9).init(ps))
     for make, msg in [(lambda: Adam(lr=-1.0), r"lr must be a finite number >= 0, got -1.0"),
                       (lambda: Adam(eps=-1e-8), r"eps must be a finite number >= 0"),
-                      (lambda: AdamW(betas=(1.0, 0.9)), r"betas\[0\] must be in \[0, 1\), got 1.0"),
-                      (lambda: Adam(betas=(0.9, -0.1)), r"betas\[1\] must be in \[0, 1\)"),
+                      (lambda: AdamW(betas=(1.0, 0.9)), r"betas\[0\] must be a number in \[0, 1\), got 1.0"),
+                      (lambda: Adam(betas=(0.9, -0.1)), r"betas\[1\] must be a number in \[0, 1\)"),
                       (lambda: SGD(lr=0.1, nesterov=True), "nesterov momentum needs momentum > 0"),
                       (lambda: SGD(lr=0.1, clip_norm=-1.0), "max_norm must be a finite number >= 0")]:
         with pytest.raises(HyperparameterError, match=msg):

@@ -63,9 +63,9 @@ def test_schedule_matches_torch(name):
 
 
 def test_bad_input():
-    for make, msg in [(lambda: step_lr(0.1, 0), "step_size must be an int > 0, got 0"),
-                      (lambda: cosine_annealing(-0.1, 10), "lr must be a number >= 0.0, got -0.1"),
-                      (lambda: linear_warmup(0.1, 2.5), "warmup_steps must be an int > 0"),
+    for make, msg in [(lambda: step_lr(0.1, 0), "step_size must be an int >= 1, got 0"),
+                      (lambda: cosine_annealing(-0.1, 10), "lr must be a finite number >= 0, got -0.1"),
+                      (lambda: linear_warmup(0.1, 2.5), "warmup_steps must be an int >= 1"),
                       (lambda: sequential([step_lr(0.1, 2)], [3]), "expected 0 milestone"),
                       (lambda: sequential([step_lr(0.1, 2)] * 3, [5, 3]), "milestones must be increasing"),
                       (lambda: sequential([1.0, step_lr(0.1, 2)], [3]), "non-empty sequence of schedules")]:

@@ -15,6 +15,7 @@ from tenferro_runtime import lax, random
 from tenferro_runtime.random._math import ERF_COEFFICIENTS
 from tenferro_runtime.tensor import Tensor
 
+from ..checks import choice, flag, probability
 from ._util import check_floating, check_tensor, normalize_dim
 
 # Cephes ndtr.c: erf(x) = x T(x^2) / U(x^2) on |x| <= 1 (U monic), erfc(a) = exp(-a^2) P(a) / Q(a)
@@ -72,12 +73,10 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """x Phi(x) exactly (``approximate="none"``, through `erf`) or by PyTorch's tanh formula
     (``approximate="tanh"``)."""
     check_floating("gelu", x)
-    if approximate == "none":
+    if choice("gelu", "approximate", approximate, ("none", "tanh")) == "none":
         return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
-    if approximate == "tanh":
-        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))
-        return 0.5 * x * (1.0 + xp.tanh(inner))
-    raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))
+    return 0.5 * x * (1.0 + xp.tanh(inner))
 
 
 def sigmoid(x: Tensor) -> Tensor:
@@ -134,7 +133,8 @@ def dropout(x: Tensor, p: float = 0.5, *, key: Any = None, training: bool = True
     """Zero each element with probability `p` and scale the rest by 1/(1-p) (training);
     the identity otherwise. The mask comes from `key` (tenferro_runtime.random)."""
     check_floating("dropout", x)
-    p = _probability("dropout", p)
+    p = probability("dropout", "p", p)
+    training = flag("dropout", "training", training)
     if not training or p == 0.0:
         return x
     if key is None:
@@ -147,12 +147,6 @@ def dropout(x: Tensor, p: float = 0.5, *, key: Any = None, training: bool = True
         key = xp.asarray(key, device=x.device)
     keep = random.bernoulli(key, 1.0 - p, x.shape)
     return xp.where(keep, x * (1.0 / (1.0 - p)), xp.zeros_like(x))
-
-
-def _probability(name: str, p: Any) -> float:
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
-        raise ArgumentError(f"{name}: p must be a probability in [0, 1], got {p!r}")
-    return float(p)
 
 
 __all__ = ["dropout", "erf", "gelu", "log_softmax", "relu", "safe_softmax", "sigmoid", "silu",

@@ -8,10 +8,11 @@ from typing import Any
 import numpy as np
 
 from tenferro_ad import stop_gradient
-from tenferro_core.errors import ArgumentError, DTypeError, ShapeError, TenferroIndexError
+from tenferro_core.errors import DTypeError, ShapeError, TenferroIndexError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.tensor import Tensor
 
+from ..checks import HyperparameterError, flag, integer, number, probability
 from ._activation import dropout, safe_softmax
 from ._util import check_floating, check_tensor
 
@@ -44,8 +45,7 @@ def embedding(indices: Tensor, weight: Tensor, padding_idx: int | None = None) -
     check_indices("embedding", indices, n)
     out = xp.take(weight, indices, axis=0)
     if padding_idx is not None:
-        if isinstance(padding_idx, bool) or not isinstance(padding_idx, int) or not -n <= padding_idx < n:
-            raise ArgumentError(f"embedding: padding_idx must be an int in [{-n}, {n}), got {padding_idx!r}")
+        padding_idx = integer("embedding", "padding_idx", padding_idx, -n, n - 1)
         pad = xp.expand_dims(indices == (padding_idx % n), axis=-1)
         out = xp.where(pad, stop_gradient(out), out)
     return out
@@ -70,11 +70,12 @@ def attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | Non
     if key.shape[-1] != e or value.shape[-2] != s:
         raise ShapeError(f"{name}: expected query (..., L, E), key (..., S, E) and value (..., S, Ev), "
                          f"got {list(query.shape)}, {list(key.shape)} and {list(value.shape)}")
-    scale = 1.0 / math.sqrt(e) if scale is None else float(scale)
+    scale = 1.0 / math.sqrt(e) if scale is None else number(name, "scale", scale, low=None)
+    dropout_p = probability(name, "dropout_p", dropout_p)
     scores = xp.matmul(query, xp.matrix_transpose(key)) * scale
-    if is_causal:
+    if flag(name, "is_causal", is_causal):
         if attn_mask is not None:
-            raise ArgumentError(f"{name}: give attn_mask or is_causal=True, not both")
+            raise HyperparameterError(f"{name}: give attn_mask or is_causal=True, not both")
         attn_mask = _causal(l_, s, query.device)
     if attn_mask is not None:
         check_tensor(name, attn_mask, "attn_mask")

@@ -8,11 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from tenferro_core.errors import ArgumentError, ShapeError
+from tenferro_core.errors import ShapeError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import lax
 from tenferro_runtime.tensor import Tensor
 
+from ..checks import HyperparameterError, flag, integer
 from ._util import check_floating, check_same_dtype, check_tensor, normalize_dim, pair
 
 
@@ -50,8 +51,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
         raise ShapeError(f"conv2d: weight must be 4-d (O, C/groups, kH, kW), got {list(weight.shape)}")
     stride = pair("conv2d", "stride", stride, 1)
     dilation = pair("conv2d", "dilation", dilation, 1)
-    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
-        raise ArgumentError(f"conv2d: groups must be a positive int, got {groups!r}")
+    groups = integer("conv2d", "groups", groups, 1)
     c, o = x4.shape[1], weight.shape[0]
     if c % groups or o % groups or weight.shape[1] * groups != c:
         raise ShapeError(
@@ -81,12 +81,13 @@ def conv_padding(name: str, padding: Any, kernel: tuple[int, ...], stride: tuple
         return ((0, 0), (0, 0))
     if padding == "same":
         if stride != (1, 1):
-            raise ArgumentError(f"{name}: padding='same' is not supported for strided convolutions "
-                                f"(stride={stride}), as in PyTorch")
+            raise HyperparameterError(f"{name}: padding='same' is not supported for strided convolutions "
+                                      f"(stride={stride}), as in PyTorch")
         total = [d * (k - 1) for d, k in zip(dilation, kernel)]
         return tuple((t // 2, t - t // 2) for t in total)
     if isinstance(padding, str):
-        raise ArgumentError(f"{name}: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+        raise HyperparameterError(f"{name}: padding must be an int, a pair, 'valid' or 'same', got "
+                                  f"{padding!r}")
     p = pair(name, "padding", padding, 0)
     return ((p[0], p[0]), (p[1], p[1]))
 
@@ -98,7 +99,7 @@ def _pool_args(name: str, kernel_size: Any, stride: Any, padding: Any, dilation:
     p = pair(name, "padding", padding, 0)
     d = pair(name, "dilation", dilation, 1)
     if any(2 * pi > ki for pi, ki in zip(p, k)):
-        raise ArgumentError(f"{name}: padding {p} must be at most half of kernel_size {k}")
+        raise HyperparameterError(f"{name}: padding {p} must be at most half of kernel_size {k}")
     return k, s, p, d
 
 
@@ -156,6 +157,7 @@ def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0
     divisor unless ``count_include_pad=False``."""
     x4, added = _unbatched("avg_pool2d", x)
     k, s, p, d = _pool_args("avg_pool2d", kernel_size, stride, padding, 1)
+    count_include_pad = flag("avg_pool2d", "count_include_pad", count_include_pad)
     b = _blocks(x4, k) if s == k and p == (0, 0) else None
     if b is not None:
         y = xp.mean(b, axis=(3, 5))
@@ -182,8 +184,8 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     a = normalize_dim("flatten", start_dim, x.ndim)
     b = normalize_dim("flatten", end_dim, x.ndim)
     if a > b:
-        raise ArgumentError(f"flatten: start_dim ({start_dim}) must not come after end_dim ({end_dim}) "
-                            f"for a {x.ndim}-d input")
+        raise HyperparameterError(f"flatten: start_dim ({start_dim}) must not come after end_dim "
+                                  f"({end_dim}) for a {x.ndim}-d input")
     shape = x.shape[:a] + (math.prod(x.shape[a:b + 1]),) + x.shape[b + 1:]
     return x if shape == x.shape else xp.reshape(x, shape)
 

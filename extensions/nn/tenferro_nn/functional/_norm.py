@@ -12,13 +12,21 @@ from tenferro_core.errors import ArgumentError, ShapeError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.tensor import Tensor
 
+from ..checks import flag, number
 from ._util import check_floating, check_same_dtype
 
 
 def _eps(name: str, eps: Any) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps < 0:
-        raise ArgumentError(f"{name}: eps must be a non-negative number, got {eps!r}")
-    return float(eps)
+    return number(name, "eps", eps)
+
+
+def momentum_value(name: str, momentum: Any) -> float:
+    """BatchNorm's momentum: a number in [0, 1] (None, PyTorch's cumulative average, is not
+    supported)."""
+    if momentum is None:
+        raise ArgumentError(f"{name}: momentum must be a number in [0, 1] (the cumulative average of "
+                            f"momentum=None is not supported), got None")
+    return number(name, "momentum", momentum, low=0.0, high=1.0)
 
 
 def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
@@ -70,9 +78,8 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
                              f"{list(t.shape)}")
     if (running_mean is None) != (running_var is None):
         raise ArgumentError("batch_norm: give both running_mean and running_var, or neither")
-    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)):
-        raise ArgumentError(f"batch_norm: momentum must be a number (the cumulative average of "
-                            f"momentum=None is not supported), got {momentum!r}")
+    momentum = momentum_value("batch_norm", momentum)
+    training = flag("batch_norm", "training", training)
     eps = _eps("batch_norm", eps)
     axes = (0,) + tuple(range(2, x.ndim))
     bshape = (c,) + (1,) * (x.ndim - 2)

@@ -7,6 +7,8 @@ from typing import Any
 from tenferro_core.errors import ArgumentError, AxisError, DTypeError
 from tenferro_runtime.tensor import Tensor
 
+from ..checks import int_pair
+
 
 def check_tensor(name: str, x: Any, what: str = "input") -> Tensor:
     if not isinstance(x, Tensor):
@@ -45,9 +47,5 @@ def normalize_dim(name: str, dim: Any, ndim: int) -> int:
 
 
 def pair(name: str, what: str, v: Any, minimum: int = 0) -> tuple[int, int]:
-    """An int or a pair of ints (each >= minimum) as a pair."""
-    t = (v, v) if isinstance(v, int) and not isinstance(v, bool) else v
-    if (not isinstance(t, (tuple, list)) or len(t) != 2
-            or any(isinstance(i, bool) or not isinstance(i, int) or i < minimum for i in t)):
-        raise ArgumentError(f"{name}: {what} must be an int >= {minimum} or a pair of them, got {v!r}")
-    return int(t[0]), int(t[1])
+    """An int or a pair of ints (each >= minimum) as a pair (`checks.int_pair`)."""
+    return int_pair(name, what, v, minimum)

@@ -10,6 +10,7 @@ from tenferro_core.errors import ArgumentError, DTypeError, ShapeError, Tenferro
 from tenferro_runtime import random
 from tenferro_runtime.tensor import Tensor
 
+from ..checks import integer
 from ..module import Module, check_input, where
 
 _NAMED = "_tenferro_nn_named"
@@ -65,9 +66,8 @@ def float_dtype(name: str, dtype: Any) -> Any:
 
 
 def positive_int(name: str, what: str, v: Any, minimum: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ArgumentError(f"{name}: {what} must be an int >= {minimum}, got {v!r}")
-    return v
+    """An int >= `minimum` (a wrong type: ArgumentError; too small: HyperparameterError)."""
+    return integer(name, what, v, minimum)
 
 
 def not_negative_int(name: str, what: str, v: Any) -> int:

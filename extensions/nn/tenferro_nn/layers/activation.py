@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tenferro_core.errors import ArgumentError
 from tenferro_runtime.tensor import Tensor
 
 from .. import functional as F
+from ..checks import choice, flag, integer
 from ..module import Module
 from ._util import check_floating_input, named_errors
 
@@ -13,7 +13,8 @@ from ._util import check_floating_input, named_errors
 class _Activation(Module):
     def __init__(self, inplace: bool = False):
         super().__init__()
-        self.inplace = bool(inplace)  # accepted for PyTorch compatibility; tenferro never mutates x
+        # accepted for PyTorch compatibility; tenferro never mutates x
+        self.inplace = flag(type(self).__name__, "inplace", inplace)
 
     def forward(self, x: Tensor) -> Tensor:
         check_floating_input(self, x)
@@ -57,9 +58,7 @@ class GELU(_Activation):
 
     def __init__(self, approximate: str = "none"):
         super().__init__()
-        if approximate not in ("none", "tanh"):
-            raise ArgumentError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
-        self.approximate = approximate
+        self.approximate = choice("GELU", "approximate", approximate, ("none", "tanh"))
 
     def _fn(self, x: Tensor) -> Tensor:
         return F.gelu(x, self.approximate)
@@ -73,9 +72,7 @@ class Softmax(_Activation):
 
     def __init__(self, dim: int):
         super().__init__()
-        if isinstance(dim, bool) or not isinstance(dim, int):
-            raise ArgumentError(f"{type(self).__name__}: dim must be an int, got {dim!r}")
-        self.dim = dim
+        self.dim = integer(type(self).__name__, "dim", dim)
 
     def _fn(self, x: Tensor) -> Tensor:
         return F.softmax(x, self.dim)

@@ -15,6 +15,7 @@ from tenferro_runtime.tensor import Tensor
 
 from .. import functional as F
 from .. import init
+from ..checks import HyperparameterError, flag, probability
 from ..functional._attention import attention
 from ..module import Module, where
 from ._util import check, float_dtype, named_errors, positive_int, split_key
@@ -36,12 +37,12 @@ class MultiheadAttention(Module):
         self.embed_dim = positive_int("MultiheadAttention", "embed_dim", embed_dim)
         self.num_heads = positive_int("MultiheadAttention", "num_heads", num_heads)
         if embed_dim % num_heads:
-            raise ArgumentError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by "
-                                f"num_heads ({num_heads})")
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
-            raise ArgumentError(f"MultiheadAttention: dropout must be a probability, got {dropout!r}")
+            raise HyperparameterError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by "
+                                      f"num_heads ({num_heads})")
         self.head_dim = embed_dim // num_heads
-        self.dropout, self.batch_first = float(dropout), bool(batch_first)
+        self.dropout = probability("MultiheadAttention", "dropout", dropout)
+        self.batch_first = flag("MultiheadAttention", "batch_first", batch_first)
+        bias = flag("MultiheadAttention", "bias", bias)
         float_dtype("MultiheadAttention", dtype)
         k_in, k_out = split_key("MultiheadAttention", key, 2)
         self.in_proj_weight = init.xavier_uniform(k_in, (3 * embed_dim, embed_dim), dtype, device)
@@ -58,6 +59,9 @@ class MultiheadAttention(Module):
         `is_causal` without `attn_mask` applies the causal mask (PyTorch requires the mask).
         Dropout in training needs `dropout_key` (`key` is the key tensor, as in PyTorch)."""
         e = self.embed_dim
+        for what, v in (("need_weights", need_weights), ("average_attn_weights", average_attn_weights),
+                        ("is_causal", is_causal)):
+            flag(where(self), what, v)
         spelled = "(N, L, E)" if self.batch_first else "(L, N, E)"
         for what, t in (("query", query), ("key", key), ("value", value)):
             check(self, t, f"{spelled} or (L, E) with E = {e} ({what})", ndim=(2, 3), sizes={-1: e},

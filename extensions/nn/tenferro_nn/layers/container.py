@@ -10,6 +10,7 @@ from tenferro_runtime import random
 from tenferro_runtime.tensor import Tensor
 
 from .. import functional as F
+from ..checks import flag, integer, probability
 from ..module import Module, where
 from ._util import check, check_floating_input, named_errors
 
@@ -22,9 +23,8 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
-            raise ArgumentError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
-        self.p, self.inplace = float(p), bool(inplace)
+        self.p = probability("Dropout", "p", p)
+        self.inplace = flag("Dropout", "inplace", inplace)
 
     def forward(self, x: Tensor, key: Any = None) -> Tensor:
         check_floating_input(self, x)
@@ -47,7 +47,8 @@ class Flatten(Module):
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
-        self.start_dim, self.end_dim = start_dim, end_dim
+        self.start_dim = integer("Flatten", "start_dim", start_dim)
+        self.end_dim = integer("Flatten", "end_dim", end_dim)
 
     def forward(self, x: Tensor) -> Tensor:
         check(self, x, "a tensor")

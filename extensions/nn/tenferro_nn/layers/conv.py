@@ -6,11 +6,11 @@ import math
 from typing import Any
 
 from tenferro_core import dtypes as D
-from tenferro_core.errors import ArgumentError
 from tenferro_runtime.tensor import Tensor
 
 from .. import functional as F
 from .. import init
+from ..checks import HyperparameterError, choice, flag
 from ..functional._conv import conv_padding
 from ..functional._util import pair
 from ..module import Module
@@ -30,10 +30,10 @@ class Conv2d(Module):
         self.out_channels = positive_int("Conv2d", "out_channels", out_channels)
         self.groups = positive_int("Conv2d", "groups", groups)
         if in_channels % groups or out_channels % groups:
-            raise ArgumentError(f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) "
-                                f"must be divisible by groups ({groups})")
-        if padding_mode != "zeros":
-            raise ArgumentError(f"Conv2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
+            raise HyperparameterError(f"Conv2d: in_channels ({in_channels}) and out_channels "
+                                      f"({out_channels}) must be divisible by groups ({groups})")
+        choice("Conv2d", "padding_mode (only 'zeros' is supported)", padding_mode, ("zeros",))
+        bias = flag("Conv2d", "bias", bias)
         self.kernel_size = pair("Conv2d", "kernel_size", kernel_size, 1)
         self.stride = pair("Conv2d", "stride", stride, 1)
         self.dilation = pair("Conv2d", "dilation", dilation, 1)
@@ -94,7 +94,7 @@ class AvgPool2d(_Pool2d):
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  count_include_pad: bool = True):
         super().__init__(kernel_size, stride, padding)
-        self.count_include_pad = bool(count_include_pad)
+        self.count_include_pad = flag("AvgPool2d", "count_include_pad", count_include_pad)
 
     def forward(self, x: Tensor) -> Tensor:
         self._check(x)

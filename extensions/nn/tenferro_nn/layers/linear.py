@@ -6,11 +6,12 @@ import math
 from typing import Any
 
 from tenferro_core import dtypes as D
-from tenferro_core.errors import ArgumentError, DTypeError
+from tenferro_core.errors import DTypeError
 from tenferro_runtime.tensor import Tensor
 
 from .. import functional as F
 from .. import init
+from ..checks import flag, integer
 from ..module import Module, where
 from ._util import check, float_dtype, named_errors, not_negative_int, split_key
 
@@ -24,6 +25,7 @@ class Linear(Module):
         super().__init__()
         self.in_features = not_negative_int("Linear", "in_features", in_features)
         self.out_features = not_negative_int("Linear", "out_features", out_features)
+        bias = flag("Linear", "bias", bias)
         float_dtype("Linear", dtype)
         kw, kb = split_key("Linear", key, 2)
         shape = (out_features, in_features)
@@ -53,11 +55,8 @@ class Embedding(Module):
         self.embedding_dim = not_negative_int("Embedding", "embedding_dim", embedding_dim)
         float_dtype("Embedding", dtype)
         if padding_idx is not None:
-            if (isinstance(padding_idx, bool) or not isinstance(padding_idx, int)
-                    or not -num_embeddings <= padding_idx < num_embeddings):
-                raise ArgumentError(f"Embedding: padding_idx must be an int in [{-num_embeddings}, "
-                                    f"{num_embeddings}), got {padding_idx!r}")
-            padding_idx %= num_embeddings
+            padding_idx = integer("Embedding", "padding_idx", padding_idx, -num_embeddings,
+                                  num_embeddings - 1) % num_embeddings
         self.padding_idx = padding_idx
         (k,) = split_key("Embedding", key, 1)
         w = init.normal(k, (num_embeddings, embedding_dim), dtype, device)

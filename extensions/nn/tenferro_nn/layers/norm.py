@@ -11,6 +11,8 @@ from tenferro_runtime import array_api as xp
 from tenferro_runtime.tensor import Tensor
 
 from .. import functional as F
+from ..checks import flag, integer, number
+from ..functional._norm import momentum_value
 from ..module import Module
 from ._util import check, float_dtype, named_errors, not_negative_int
 
@@ -33,11 +35,11 @@ class _BatchNorm(Module):
         super().__init__()
         name = type(self).__name__
         self.num_features = not_negative_int(name, "num_features", num_features)
-        if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum <= 1:
-            raise ArgumentError(f"{name}: momentum must be a number in [0, 1] (the cumulative average of "
-                                f"momentum=None is not supported), got {momentum!r}")
-        self.eps, self.momentum = float(eps), float(momentum)
-        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
+        self.momentum = momentum_value(name, momentum)
+        self.eps = number(name, "eps", eps)
+        self.affine = affine = flag(name, "affine", affine)
+        track_running_stats = flag(name, "track_running_stats", track_running_stats)
+        self.track_running_stats = track_running_stats
         float_dtype(name, dtype)
         n = (num_features,)
         self.weight = xp.ones(n, dtype=dtype, device=device) if affine else None
@@ -86,13 +88,16 @@ class LayerNorm(Module):
                  elementwise_affine: bool = True, bias: bool = True, *, key: Tensor | None = None,
                  dtype: Any = D.float32, device: Any = None):
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-        if not shape or any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in shape):
+        seq = isinstance(normalized_shape, Sequence) and not isinstance(normalized_shape, str)
+        shape = tuple(normalized_shape) if seq else (normalized_shape,)
+        if isinstance(normalized_shape, str) or not shape:
             raise ArgumentError(f"LayerNorm: normalized_shape must be an int or a non-empty sequence of "
-                                f"ints, got {normalized_shape!r}")
+                                f"ints >= 0, got {normalized_shape!r}")
+        shape = tuple(integer("LayerNorm", "normalized_shape (each size)", n, 0) for n in shape)
         float_dtype("LayerNorm", dtype)
-        self.normalized_shape, self.eps = shape, float(eps)
-        self.elementwise_affine = bool(elementwise_affine)
+        self.normalized_shape, self.eps = shape, number("LayerNorm", "eps", eps)
+        self.elementwise_affine = flag("LayerNorm", "elementwise_affine", elementwise_affine)
+        bias = flag("LayerNorm", "bias", bias)
         affine = self.elementwise_affine
         self.weight = xp.ones(shape, dtype=dtype, device=device) if affine else None
         self.bias = xp.zeros(shape, dtype=dtype, device=device) if affine and bias else None

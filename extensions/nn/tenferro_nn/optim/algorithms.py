@@ -16,7 +16,8 @@ from tenferro_core.errors import ArgumentError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.tensor import Tensor
 
-from .base import Hook, HyperparameterError, Optimizer, _number, cast
+from ..checks import HyperparameterError, number
+from .base import Hook, Optimizer, cast
 
 
 class SGD(Optimizer):
@@ -37,10 +38,8 @@ class SGD(Optimizer):
 
     def _check(self, hp: dict[str, Any]) -> None:
         self._nonneg(hp, "momentum", "weight_decay")
-        if not _number(hp["dampening"]):
-            raise ArgumentError(f"SGD: dampening must be a number, got {type(hp['dampening']).__name__}")
-        hp["dampening"] = float(hp["dampening"])
-        hp["nesterov"], hp["maximize"] = bool(hp["nesterov"]), bool(hp["maximize"])
+        hp["dampening"] = number("SGD", "dampening", hp["dampening"], low=0.0, high=1.0)
+        self._flags(hp, "nesterov", "maximize")
         if hp["nesterov"] and (hp["momentum"] <= 0 or hp["dampening"] != 0):
             raise HyperparameterError(f"SGD: nesterov momentum needs momentum > 0 and dampening == 0, got "
                                       f"momentum={hp['momentum']}, dampening={hp['dampening']}")
@@ -88,13 +87,11 @@ class Adam(Optimizer):
         name = type(self).__name__
         self._nonneg(hp, "eps", "weight_decay")
         betas = hp["betas"]
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2 or not all(_number(b) for b in betas):
-            raise ArgumentError(f"{name}: betas must be a pair of numbers, got {betas!r}")
-        for i, b in enumerate(betas):
-            if not 0.0 <= b < 1.0:
-                raise HyperparameterError(f"{name}: betas[{i}] must be in [0, 1), got {b!r}")
-        hp["betas"] = (float(betas[0]), float(betas[1]))
-        hp["amsgrad"], hp["maximize"] = bool(hp["amsgrad"]), bool(hp["maximize"])
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ArgumentError(f"{name}: betas must be a pair of numbers in [0, 1), got {betas!r:.60}")
+        hp["betas"] = tuple(number(name, f"betas[{i}]", b, low=0.0, high=1.0, high_open=True)
+                            for i, b in enumerate(betas))
+        self._flags(hp, "amsgrad", "maximize")
 
     def _slot_names(self, hp: Mapping[str, Any] | None = None) -> tuple[str, ...]:
         amsgrad = (hp or self.__dict__)["amsgrad"]

@@ -29,12 +29,9 @@ from tenferro_runtime.energy import StepEnergy
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor
 
+from ..checks import HyperparameterError, flag, is_number, number
 from ..module import Module, StateDictError, leaf_names, trainable_mask
 from .clip import check_norm_args, clip_tensors
-
-
-class HyperparameterError(TenferroError, ValueError):
-    """A hyper-parameter is out of range (a negative lr or eps, betas outside [0, 1), ...)."""
 
 
 class NonFiniteError(TenferroError, ValueError):
@@ -109,12 +106,8 @@ def _describe(path: str) -> str:
     return f"parameter {path}" if path.isdigit() else f"parameter {path!r}"
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def _is_lr(v: Any) -> bool:
-    return _number(v) or (callable(v) and not isinstance(v, (Module, Tensor)))
+    return is_number(v) or (callable(v) and not isinstance(v, (Module, Tensor)))
 
 
 class Optimizer:
@@ -138,9 +131,9 @@ class Optimizer:
                                     f"and lr={lr!r}; the first argument is the parameters or the lr")
             params, lr = None, params
         hp = self._validated({"lr": self._default_lr if lr is None else lr, **hyper, "clip_norm": clip_norm})
+        self.check_finite = flag(name, "check_finite", check_finite)
+        self.hooks: list[Hook] = _hooks(name, hooks)
         self.__dict__.update(hp)
-        self.check_finite = bool(check_finite)
-        self.hooks: list[Hook] = list(hooks)
         self.params: Any = None
         self.state: OptState | None = None
         if params is not None:
@@ -153,8 +146,8 @@ class Optimizer:
         if not _is_lr(lr):
             raise ArgumentError(f"{name}: lr must be a float or a schedule (a callable of the step), got "
                                 f"{type(lr).__name__}")
-        if _number(lr) and not (lr >= 0 and math.isfinite(lr)):
-            raise HyperparameterError(f"{name}: lr must be a finite number >= 0, got {lr!r}")
+        if is_number(lr):
+            hp["lr"] = number(name, "lr", lr)
         if hp["clip_norm"] is not None:
             hp["clip_norm"] = check_norm_args(f"{name}(clip_norm=...)", hp["clip_norm"], 2.0)[0]
         self._check(hp)
@@ -164,14 +157,14 @@ class Optimizer:
         """Validate (and normalize in place) the algorithm's own hyper-parameters."""
 
     def _nonneg(self, hp: dict[str, Any], *keys: str) -> None:
+        """Each of `keys` a finite number >= 0 (as a float)."""
         for k in keys:
-            v = hp[k]
-            if not _number(v):
-                raise ArgumentError(f"{type(self).__name__}: {k} must be a number, got {type(v).__name__}")
-            if not (v >= 0 and math.isfinite(v)):
-                raise HyperparameterError(f"{type(self).__name__}: {k} must be a finite number >= 0, "
-                                          f"got {v!r}")
-            hp[k] = float(v)
+            hp[k] = number(type(self).__name__, k, hp[k])
+
+    def _flags(self, hp: dict[str, Any], *keys: str) -> None:
+        """Each of `keys` a bool (``amsgrad="no"`` is refused, not truthy)."""
+        for k in keys:
+            hp[k] = flag(type(self).__name__, k, hp[k])
 
     def hyperparameters(self) -> dict[str, Any]:
         """The hyper-parameters as plain values (a schedule as lr is given as None)."""
@@ -414,12 +407,12 @@ class Optimizer:
     def _apply(self, p_leaves: list, g_leaves: list, idx: list[int],
                state: OptState) -> tuple[list, OptState, Any, Any]:
         """(new leaves, new state, lr used, total grad norm or None), checks done."""
+        t = state.step
+        lr = self._lr_at(t) if callable(self.lr) else self.lr
         grads = [g_leaves[i] for i in idx]
         norm = None
         if self.clip_norm is not None:
             grads, norm = clip_tensors(grads, self.clip_norm)
-        t = state.step
-        lr = self.lr(t) if callable(self.lr) else self.lr
         ctx = self._prepare(t, lr)
         new = list(p_leaves)
         slots: dict[str, list[Tensor]] = {n: [] for n in state.slots}
@@ -430,6 +423,38 @@ class Optimizer:
                 slots[n].append(s[n])
         return new, OptState(t + 1, {n: tuple(v) for n, v in slots.items()}), lr, norm
 
+    def _lr_at(self, t: Tensor) -> Any:
+        """The schedule's learning rate for the update after `t` updates, checked before it is
+        used: a number or a 0-d real tensor and, when its value is known (not under tracing),
+        finite and >= 0; otherwise a typed error, raised before anything is updated."""
+        name = type(self).__name__
+        sched = self.lr
+        lr = sched(t)
+        if isinstance(lr, Tensor):
+            if lr.ndim != 0 or lr.dtype.kind not in "fiu":
+                raise ArgumentError(f"{name}: the learning-rate schedule {sched!r:.80} returned a "
+                                    f"{lr.dtype}{list(lr.shape)} tensor; it must return a number or a "
+                                    f"0-d real tensor")
+            if type(lr) is not Tensor:
+                return lr  # traced: its value is checked when a concrete step runs the schedule
+            value = float(lr)
+        elif is_number(lr):
+            value = float(lr)
+        else:
+            raise ArgumentError(f"{name}: the learning-rate schedule {sched!r:.80} returned "
+                                f"{type(lr).__name__} {lr!r:.40}; it must return a number (or a 0-d "
+                                f"tensor when called with a tensor step)")
+        if not (value >= 0 and math.isfinite(value)):
+            if type(t) is Tensor:
+                n = int(t) + 1
+                at, before = f" step {n}", f" (parameters and optimizer state are as before step {n})"
+            else:
+                at = before = ""
+            raise HyperparameterError(
+                f"{name}{at}: the learning-rate schedule {sched!r:.80} gave lr={value!r}; a learning rate "
+                f"must be a finite number >= 0, so nothing was updated{before}")
+        return lr
+
     def _prepare(self, t: Tensor, lr: Any) -> dict[str, Any]:
         """Per-update values shared by every leaf (t: the updates done before this one)."""
         return {"lr": lr, "t": t}
@@ -437,6 +462,17 @@ class Optimizer:
     def _update_leaf(self, p: Tensor, g: Tensor, slots: dict[str, Tensor],
                      ctx: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
         raise NotImplementedError
+
+
+def _hooks(name: str, hooks: Any) -> list[Hook]:
+    if isinstance(hooks, (str, bytes)) or not isinstance(hooks, (list, tuple)):
+        raise ArgumentError(f"{name}: hooks must be a list or tuple of callables hook(optimizer, record), "
+                            f"got {type(hooks).__name__}")
+    for h in hooks:
+        if not callable(h):
+            raise ArgumentError(f"{name}: hooks must be callables hook(optimizer, record), got "
+                                f"{type(h).__name__} {h!r:.40}")
+    return list(hooks)
 
 
 def cast(v: Any, like: Tensor) -> Any:

@@ -11,19 +11,14 @@ from tenferro_runtime import array_api as xp
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor
 
+from ..checks import number
+
 
 def check_norm_args(fn: str, max_norm: Any, norm_type: Any) -> tuple[float, float]:
-    """(max_norm, norm_type) as floats, or an error naming the bad one."""
-    from .base import HyperparameterError
-
-    for what, v in (("max_norm", max_norm), ("norm_type", norm_type)):
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise ArgumentError(f"{fn}: {what} must be a number, got {type(v).__name__}")
-    if not max_norm >= 0 or math.isinf(max_norm):
-        raise HyperparameterError(f"{fn}: max_norm must be a finite number >= 0, got {max_norm!r}")
-    if not norm_type > 0:
-        raise HyperparameterError(f"{fn}: norm_type must be > 0 (or inf), got {norm_type!r}")
-    return float(max_norm), float(norm_type)
+    """(max_norm, norm_type) as floats, or an error naming the bad one: max_norm a finite
+    number >= 0, norm_type a number > 0 (inf allowed)."""
+    return (number(fn, "max_norm", max_norm),
+            number(fn, "norm_type", norm_type, low_open=True, finite=False))
 
 
 def _norm(x: Tensor, p: float) -> Tensor:
