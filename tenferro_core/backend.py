@@ -71,7 +71,8 @@ class Backend(Protocol):
 
 OPTIONAL_BACKEND_ATTRS: dict[str, str] = {
     "priority": "int: a backend's own kernel table has this priority (default -1)",
-    "specialize": "specialize(name, kernel, in_avals, out_avals) -> the kernel for one signature",
+    "specialize": "specialize(name, kernel, in_avals, out_avals[, params=]) -> the kernel for one "
+                  "signature (given the canonical params when it takes `params`)",
     "claims": "claims(obj) -> device id when obj is one of this backend's buffers, else None",
     "compile": "compile(graph, device) -> run(buffers) -> buffers for a whole graph, or None",
     "out_kernel": "out_kernel(name, kernel) -> fn(*bufs, out) writing into `out`, or None",

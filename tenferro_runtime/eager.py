@@ -133,7 +133,10 @@ def prepare(prim: Primitive, avals: tuple, nparams: dict, device: Any) -> list:
             raise device.runtime.missing_kernel(prim, device)
         return [None, None, out_avals]
     if device.specialize is not None:
-        fn = device.specialize(prim.name, fn, avals, out_avals)
+        if device.specialize_params:
+            fn = device.specialize(prim.name, fn, avals, out_avals, params=nparams)
+        else:
+            fn = device.specialize(prim.name, fn, avals, out_avals)
     if device.runtime.check_kernels:
         return [checked(fn, prim, device, out_avals), None if prim.multiple_results else out_avals[0],
                 out_avals]

@@ -42,6 +42,8 @@ class Device(str):
         self.kernels = kernels
         self.dtypes = dtypes
         self.specialize = getattr(backend, "specialize", None)
+        # a specialize(..., params=) also sees the call's canonical params (numpy's `fused`)
+        self.specialize_params = self.specialize is not None and _takes(self.specialize, "params")
         # (prim, *avals) or (prim, avals, *eager.params_key(...)) -> eager.prepare's entry
         self.dispatch_cache = runtime.caches.memo(f"dispatch[{backend.name}:{device_id}]",
                                                   runtime.dispatch_cache_size, self._prepare,
@@ -94,6 +96,15 @@ _UNIQUE: dict[str, tuple[Any, Any]] = {
 """What a plugin registers under a name no other registration may take: kind -> (the names
 a Registration holds of that kind, how an error names one). `Runtime._commit` checks them all
 in one loop; a duplicate names both sources. (Kernels may repeat at another priority.)"""
+
+
+def _takes(fn: Any, name: str) -> bool:
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _build_constant(vtype: type, value: Any, aval: Any, name: str) -> Any:

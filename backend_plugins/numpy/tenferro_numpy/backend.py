@@ -44,10 +44,16 @@ class NumpyBackend:
 
         return KERNELS
 
-    def specialize(self, name: str, kernel: Any, in_avals: tuple, out_avals: tuple) -> Any:
+    def specialize(self, name: str, kernel: Any, in_avals: tuple, out_avals: tuple,
+                   params: dict | None = None) -> Any:
         """Drop the ``out=...`` of ufunc kernels when no output is 0-d (saves ~0.15 us a call):
         ``out=...`` only exists to keep 0-d results arrays rather than NumPy scalars. Where the
-        ufunc is negation, call it as ``-x`` (~15 ns less)."""
+        ufunc is negation, call it as ``-x`` (~15 ns less). A `fused` group's code is generated
+        here, once per group, so a call runs it with no lookup."""
+        if name == "fused" and params is not None:
+            from .fusion import specialized
+
+            return specialized(params["graph"])
         if (isinstance(kernel, partial) and kernel.keywords == {"out": Ellipsis}
                 and isinstance(kernel.func, np.ufunc) and all(a.shape for a in out_avals)):
             return _OPERATORS.get(kernel.func, kernel.func)

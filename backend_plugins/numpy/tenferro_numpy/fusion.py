@@ -6,7 +6,8 @@ Bitwise what the group's kernels give node by node: only primitives whose kernel
 convert copies with the cast `astype` uses; every other primitive calls its kernel. NumPy may
 take another inner loop for another memory order, so buffers are reused only when every input
 is C-ordered (the common case); other inputs run a body that allocates as the kernels do.
-The generated function is kept in the group graph's ``meta["numpy_fused"]``.
+The generated function is made once per group: by the backend's `specialize` when the group's
+dispatch entry is built (kept there), else kept in the group graph's derived data.
 """
 
 from __future__ import annotations
@@ -43,6 +44,17 @@ _FRESH = (np.where, K._convert, K._clamp, K._div, K._rem, K._pow, K._rsqrt, K._l
 def fused_kernel(*bufs: Any, graph: Any) -> tuple:
     """The group `graph`'s outputs on `bufs`, one buffer each."""
     return graph.derived("numpy_fused", lambda: _compile(graph))[0](*bufs)
+
+
+def specialized(graph: Any) -> Any:
+    """The kernel for the group `graph` alone, its code generated now (the dispatch entry that
+    keeps it is keyed by the graph)."""
+    run = graph.derived("numpy_fused", lambda: _compile(graph))[0]
+
+    def fused_group(*bufs: Any, graph: Any) -> tuple:
+        return run(*bufs)
+
+    return fused_group
 
 
 def generated_source(graph: Any) -> str:
