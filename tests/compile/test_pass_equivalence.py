@@ -80,3 +80,26 @@ def test_pipeline_keeps_values(backend_device, data):
     note(f"optimized:\n{new}")
     assert "pass_error" not in new.meta
     _check(new, args, eval_graph(graph, *args), "pipeline")
+
+
+def test_a_dropped_copy_keeps_transcendental_bits(backend_device):
+    """The draw that once failed on torch:cpu: simplify drops a one-operand concatenate (a
+    copy), so sinh reads the broadcast constant itself; torch's vectorized loop and its scalar
+    loop round sinh(0.78125) 1 ulp apart, so its kernels compute on dense operands."""
+    from tenferro_core import catalog
+    from tenferro_runtime import array_api as xp
+    from tenferro_runtime.graph import Graph, Node, Var
+
+    row = xp.asarray(np.full((1, 4, 4), 0.78125, np.float32), device=backend_device)
+    const = xp.broadcast_to(row, (2, 4, 4))  # stride 0 on the first axis: torch's scalar loop
+    a, b, d, e = (Var(const.aval) for _ in range(4))
+    cat = catalog.concatenate
+    nodes = [Node(cat, [a], cat.check_params({"dimension": 0}, (a.aval,)), [b]),
+             Node(catalog.sinh, [b], {}, [d]), Node(catalog.tanh, [a], {}, [e])]
+    graph = Graph(inputs=[], nodes=nodes, outputs=[d, e], consts={a: const})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PassWarning)
+        new = optimize(graph, default_runtime())
+    dense = xp.asarray(np.full((2, 4, 4), 0.78125, np.float32), device=backend_device)
+    _check(new, (), eval_graph(graph), "pipeline")
+    _check(new, (), [xp.sinh(dense), xp.tanh(dense)], "dense values")

@@ -159,18 +159,34 @@ def _rounding(fn):
     return by_kind(iu=same, f=fn)
 
 
+def _dense(fn):
+    """`fn` on a dense operand: torch's vectorized transcendental loops and their scalar tails
+    round differently (sinh(0.78125) in float32 is 1 ulp apart), so a broadcast or strided
+    operand would give other bits than the same values laid out densely, and a compiler pass
+    that drops a copy would change results. Dense in, the same bits whatever the layout."""
+    def kernel(x):
+        return fn(x if x.is_contiguous() else x.contiguous())
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    return kernel
+
+
+_TRANSCENDENTAL = {name: _dense(fn) for name, fn in {
+    "exp": torch.exp, "expm1": torch.expm1, "log": torch.log, "sin": torch.sin, "cos": torch.cos,
+    "tan": torch.tan, "asin": torch.asin, "acos": torch.acos, "atan": torch.atan,
+    "sinh": torch.sinh, "cosh": torch.cosh, "tanh": torch.tanh, "asinh": torch.asinh,
+    "acosh": torch.acosh, "atanh": torch.atanh, "rsqrt": torch.rsqrt, "logistic": torch.sigmoid,
+}.items()}
+
+
 KERNELS = {
     "neg": by_kind(iuf=torch.neg, c=_pairs(torch.neg)), "abs": torch.abs,
     "sign": by_kind(iu=torch.sign, f=_float_sign, c=torch.sgn),
     "conj": by_kind(iuf=same, c=torch.conj_physical),
     "real": by_kind(iuf=same, c=torch.real),
     "imag": by_kind(iuf=torch.zeros_like, c=torch.imag),
-    "exp": torch.exp, "expm1": torch.expm1, "log": torch.log,
-    "log1p": by_kind(f=torch.log1p, c=_complex_log1p),
-    "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "asin": torch.asin, "acos": torch.acos,
-    "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh, "tanh": torch.tanh,
-    "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh, "sqrt": torch.sqrt,
-    "rsqrt": torch.rsqrt, "logistic": torch.sigmoid,
+    **_TRANSCENDENTAL, "log1p": by_kind(f=_dense(torch.log1p), c=_complex_log1p),
+    "sqrt": torch.sqrt,
     "floor": _rounding(torch.floor), "ceil": _rounding(torch.ceil), "round": _rounding(torch.round),
     "trunc": _rounding(torch.trunc),
     "isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite,
