@@ -83,6 +83,22 @@ OPTIONAL_BACKEND_ATTRS: dict[str, str] = {
 """Every other attribute the runtime looks up on a backend, with its contract: the runtime
 reads these and nothing else (the conformance kit checks each one a backend has)."""
 
+def read_only_dlpack(host: np.ndarray, copy_export: Callable[[], Any], **kwargs: Any) -> Any:
+    """A DLPack capsule of `host` (a host array over a tensor's memory) marked read-only, as
+    tensors are immutable: a consumer that reads DLPack's read-only flag (NumPy) gets a
+    read-only view; one that cannot (DLPack < 1.0) gets `copy_export()`, a copy's capsule
+    (unless it asked for ``copy=False``: NumPy's BufferError then)."""
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    view = host.view()
+    view.flags.writeable = False
+    try:
+        return view.__dlpack__(**kwargs)
+    except BufferError:
+        if kwargs.get("copy") is False:
+            raise
+        return copy_export(**kwargs)
+
+
 REQUIRED_BACKEND_ATTRS = (
     "name", "devices", "supported_dtypes", "kernels", "from_host", "to_host", "describe",
     "from_dlpack", "to_dlpack", "dlpack_device", "telemetry",

@@ -24,6 +24,17 @@ class TwinBackend(NumpyBackend):
         return table if self._only is None else {k: v for k, v in table.items() if k in self._only}
 
 
+class Broken(TwinBackend):
+    """A NumPy backend "broken" whose kernels for a few primitives misbehave on purpose."""
+
+    def __init__(self, bad: dict):
+        super().__init__("broken")
+        self._bad = bad
+
+    def kernels(self):
+        return {**super().kernels(), **self._bad}
+
+
 class BackendPlugin:
     """A plugin object registering one backend."""
 

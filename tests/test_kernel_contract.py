@@ -8,21 +8,10 @@ import numpy as np
 import pytest
 
 import tenferro_numpy.plugin as numpy_plugin
-from plugin_fixtures import BackendPlugin, TwinBackend
+from plugin_fixtures import BackendPlugin, Broken
 from tenferro_core.errors import KernelError, KernelMemoryError, LinAlgError, TenferroError
 from tenferro_runtime import Runtime, lax, use_runtime
 from tenferro_runtime import array_api as xp
-
-
-class Broken(TwinBackend):
-    """A NumPy backend whose kernels for a few primitives misbehave on purpose."""
-
-    def __init__(self, bad: dict):
-        super().__init__("broken")
-        self._bad = bad
-
-    def kernels(self):
-        return {**super().kernels(), **self._bad}
 
 
 def _raise(exc):

@@ -15,7 +15,7 @@ import tenferro_ad.plugin
 import tenferro_numpy.plugin as numpy_plugin
 import tenferro_runtime as tr
 import tenferro_runtime.passes as passes_plugin
-from plugin_fixtures import BackendPlugin, TwinBackend, hook_plugin
+from plugin_fixtures import BackendPlugin, Broken, hook_plugin
 from tenferro_core.errors import ArgumentError, KernelError, TenferroError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.graph_prims import call_p
@@ -145,15 +145,6 @@ def test_graph_vars_are_immutable():
 
 
 # ---- donation --------------------------------------------------------------------------------
-
-class Broken(TwinBackend):
-    def __init__(self, bad: dict):
-        super().__init__("broken")
-        self._bad = bad
-
-    def kernels(self):
-        return {**super().kernels(), **self._bad}
-
 
 def _raise(*args, **params):
     raise RuntimeError("device lost")

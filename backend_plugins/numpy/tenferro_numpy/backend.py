@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from tenferro_core import dtypes
+from tenferro_core.backend import read_only_dlpack
 from tenferro_core.energy import EnergyTelemetry, EstimatedTelemetry, RaplTelemetry
 from tenferro_core.errors import DeviceError
 
@@ -99,17 +100,8 @@ class NumpyBackend:
             ) from None
 
     def to_dlpack(self, buf: np.ndarray, **kwargs: Any) -> Any:
-        """A read-only export (tensors are immutable): consumers that read DLPack's read-only
-        flag (NumPy) get a read-only array; ones that cannot (DLPack < 1.0) get a copy."""
-        kwargs = {k: v for k, v in kwargs.items() if v is not None}
-        view = buf.view()
-        view.flags.writeable = False
-        try:
-            return view.__dlpack__(**kwargs)
-        except BufferError:
-            if kwargs.get("copy") is False:
-                raise
-            return np.array(buf, copy=True).__dlpack__(**kwargs)
+        """A read-only export (tensors are immutable); a copy for consumers without the flag."""
+        return read_only_dlpack(buf, lambda **kw: np.array(buf, copy=True).__dlpack__(**kw), **kwargs)
 
     def dlpack_device(self, buf: np.ndarray) -> tuple[int, int]:
         return buf.__dlpack_device__()

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tenferro_core import dtypes as D
+from tenferro_core.backend import read_only_dlpack
 from tenferro_core.energy import EnergyTelemetry
 from tenferro_core.errors import ArgumentError, DeviceError, DTypeError
 
@@ -173,22 +174,16 @@ class TorchBackend:
         return "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
 
     def to_dlpack(self, buf: Any, **kwargs: Any) -> Any:
-        """CPU tensors export read-only (through a read-only NumPy view; consumers without
-        DLPack's read-only flag get a copy); GPU tensors as torch exports them."""
-        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        """CPU tensors export read-only through a NumPy view (a copy for consumers without
+        DLPack's read-only flag); GPU and bfloat16 tensors as torch exports them."""
         if buf.device.type == "cpu":
             try:
-                view = buf.numpy().view()  # bfloat16 has no NumPy view: torch's export below
+                host = buf.numpy()  # bfloat16 has no NumPy view
             except (TypeError, RuntimeError):
-                return buf.__dlpack__(**kwargs)
-            view.flags.writeable = False
-            try:
-                return view.__dlpack__(**kwargs)
-            except BufferError:
-                if kwargs.get("copy") is False:
-                    raise
-                return buf.clone().__dlpack__(**kwargs)
-        return buf.__dlpack__(**kwargs)
+                host = None
+            if host is not None:
+                return read_only_dlpack(host, lambda **kw: buf.clone().__dlpack__(**kw), **kwargs)
+        return buf.__dlpack__(**{k: v for k, v in kwargs.items() if v is not None})
 
     def dlpack_device(self, buf: Any) -> tuple[int, int]:
         kind, index = buf.__dlpack_device__()
