@@ -77,7 +77,7 @@ class Callee:
         """The graph after the pass pipeline (built once)."""
         if self._optimized is None:
             graph = self.graph.replace(meta={**self.graph.meta, "donated": self.donated})
-            self._optimized = optimize(graph, _runtime_of(graph), self.passes)
+            self._optimized = optimize(graph, graph.runtime, self.passes)
         return self._optimized
 
     def executable(self) -> Any:
@@ -100,14 +100,6 @@ class Callee:
             with self._lock:
                 hit = self._derived.setdefault(key, hit)
         return hit
-
-
-def _runtime_of(graph: Graph) -> Any:
-    for v in [*graph.inputs, *graph.consts]:
-        return v.aval.device.runtime
-    from .runtime import default_runtime
-
-    return default_runtime()
 
 
 class CompileTrace(GraphTrace):

@@ -53,19 +53,9 @@ def op_cost(runtime: Runtime, prim: Primitive, in_avals: Sequence[Aval],
     return Cost(*got)
 
 
-def _runtime_of(graph: Graph) -> Runtime:
-    for v in [*graph.inputs, *graph.consts, *(o for n in graph.nodes for o in n.outputs)]:
-        rt = getattr(v.aval.device, "runtime", None)
-        if rt is not None:
-            return rt
-    from .runtime import default_runtime
-
-    return default_runtime()
-
-
 def graph_cost(graph: Graph, runtime: Runtime | None = None) -> Cost:
     """The summed Cost of a traced graph's nodes (runtime: that of its avals' device)."""
-    rt = _runtime_of(graph) if runtime is None else runtime
+    rt = graph.runtime if runtime is None else runtime
     total = ZERO
     for n in graph.nodes:
         total += op_cost(rt, n.prim, [v.aval for v in n.inputs], [v.aval for v in n.outputs],

@@ -16,13 +16,13 @@ class DonatedTensor(Tensor):
     """A tensor whose buffer was donated to a compiled function: it holds no value any more."""
 
     __slots__ = ()
+    _why = ("and its buffer may now hold that function's results; use the function's outputs "
+            "instead, or don't donate it")
 
     @property
     def _buf(self) -> Any:
-        raise ArgumentError(
-            f"this {self._aval.str_short()} tensor was donated to a compiled function "
-            f"(donate_argnums) and its buffer may now hold that function's results; use the "
-            f"function's outputs instead, or don't donate it")
+        raise ArgumentError(f"this {self._aval.str_short()} tensor was donated to a compiled "
+                            f"function (donate_argnums) {self._why}")
 
     def __repr__(self) -> str:
         return f"Tensor(<donated>, {self._aval.str_short()})"
@@ -32,13 +32,8 @@ class FailedDonationTensor(DonatedTensor):
     """A tensor donated to a compiled call that failed: its buffer may hold partial results."""
 
     __slots__ = ()
-
-    @property
-    def _buf(self) -> Any:
-        raise ArgumentError(
-            f"this {self._aval.str_short()} tensor was donated to a compiled function "
-            f"(donate_argnums) whose call failed part-way, so its buffer may hold partial "
-            f"results; recompute it (or keep a copy before calling), or don't donate it")
+    _why = ("whose call failed part-way, so its buffer may hold partial results; recompute it "
+            "(or keep a copy before calling), or don't donate it")
 
 
 def invalidate(args: tuple, argnums: tuple, keep: Any, cls: type) -> None:

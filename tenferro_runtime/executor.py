@@ -62,16 +62,15 @@ class BackendExecutable:
 
     __slots__ = ("fn", "wrap", "kind", "device", "who", "_avals", "_check")
 
-    def __init__(self, fn: Any, graph: Graph, kind: str = "backend", device: Any = None):
+    def __init__(self, fn: Any, graph: Graph, kind: str, device: Any):
         self.fn = fn
         self.kind = kind
         self.device = device
-        self.who = (f"executor {kind!r}" if kind != "backend" else
-                    f"backend {device.backend.name!r}" if device is not None else "backend") + \
-            f" running a graph of {len(graph.nodes)} node(s)" + (f" on {device}" if device else "")
+        who = f"executor {kind!r}" if kind != "backend" else f"backend {device.backend.name!r}"
+        self.who = f"{who} running a graph of {len(graph.nodes)} node(s) on {device}"
         self.wrap = [(v.aval, False) if isinstance(v, Var) else (v, True) for v in graph.outputs]
         self._avals = [v.aval if isinstance(v, Var) else None for v in graph.outputs]
-        self._check = device is not None
+        self._check = True
 
     def run(self, args: tuple) -> list:
         try:

@@ -137,10 +137,25 @@ class Graph:
         return Graph(list(self.inputs), [_copy_node(n) for n in self.nodes], list(self.outputs),
                      dict(self.consts), self.out_tree, dict(self.meta))
 
+    @property
+    def runtime(self) -> Any:
+        """The runtime whose devices the graph's values are on: its inputs', constants' or
+        node results' (the default runtime for a graph with none)."""
+        try:  # the common case, read on every eval_graph
+            return self.inputs[0].aval.device.runtime
+        except (IndexError, AttributeError):
+            pass
+        values = itertools.chain(self.inputs, self.consts, (o for n in self.nodes for o in n.outputs))
+        for v in values:
+            rt = getattr(v.aval.device, "runtime", None)
+            if rt is not None:
+                return rt
+        return _runtime(None)
+
     def derived(self, key: Any, build: Any) -> Any:
         """What the runtime derived from this graph under `key` (built once by `build()`,
         kept in its runtime's `graph data` cache for as long as the graph lives)."""
-        return _runtime_of(self).caches.graph_data.get_or_build(self, key, build)
+        return self.runtime.caches.graph_data.get_or_build(self, key, build)
 
     def __str__(self) -> str:
         names: dict[int, str] = {}
@@ -177,15 +192,6 @@ class Graph:
 def _copy_node(n: Node) -> Node:
     params = {k: v.copy() if isinstance(v, Graph) else v for k, v in n.params.items()}
     return Node(n.prim, list(n.inputs), params, list(n.outputs), n.site)
-
-
-def _runtime_of(graph: Graph) -> Any:
-    """The runtime a graph's values belong to (the default one for a graph with none)."""
-    for v in graph.inputs:
-        return v.aval.device.runtime
-    for v in graph.consts:
-        return v.aval.device.runtime
-    return _runtime(None)
 
 
 def _short(v: Any) -> str:

@@ -51,11 +51,6 @@ def failed(prim: Any, device: Any, exc: BaseException, who: str | None = None) -
     return err
 
 
-def kernel_error(prim: Any, device: Any, exc: BaseException) -> KernelError:
-    """The typed error for a kernel that raised `exc` (not a TenferroError)."""
-    return failed(prim, device, exc)  # type: ignore[return-value]
-
-
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory",
                 "not enough memory", "failed to allocate memory")
 """Lower-case fragments of the RuntimeError messages allocators raise where they have no
@@ -186,4 +181,4 @@ def _bad_result(prim: Any, device: Any, expected: str, got: str, who: str | None
 
 
 __all__ = ["call", "check_outputs", "check_result", "checked", "failed", "first_call_checked",
-           "is_out_of_memory", "kernel_error", "memory_error", "plain"]
+           "is_out_of_memory", "memory_error", "plain"]

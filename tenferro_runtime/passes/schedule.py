@@ -17,7 +17,7 @@ from typing import Any
 
 from tenferro_core.errors import MissingRuleError
 
-from ..cost import _runtime_of, op_cost
+from ..cost import op_cost
 from ..graph import Graph, Var
 from .memory import _fmt, live_bytes_peak, nbytes
 
@@ -52,7 +52,7 @@ class ScheduleReport:
 def estimate_joules(graph: Graph, uncosted: set | None = None) -> float:
     """Estimated joules of running `graph` in node order (see the module docstring); names of
     primitives without a cost rule go into `uncosted`."""
-    rt = _runtime_of(graph)
+    rt = graph.runtime
     made: dict[Var, int] = {}  # var -> bytes written when it was made
     clock, total = 0, 0.0
     for node in graph.nodes:
