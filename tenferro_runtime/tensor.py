@@ -356,7 +356,6 @@ class Tensor:
         return _xp.bitwise_invert(self)
 
 
-
 def _correction(name: str, correction: Any, ddof: Any) -> Any:
     """std/var's degrees-of-freedom correction from `correction` or NumPy's `ddof` (not both)."""
     if correction is not None and ddof is not None:

@@ -46,6 +46,4 @@ def normalize_dim(name: str, dim: Any, ndim: int) -> int:
     return dim % n if ndim else 0
 
 
-def pair(name: str, what: str, v: Any, minimum: int = 0) -> tuple[int, int]:
-    """An int or a pair of ints (each >= minimum) as a pair (`checks.int_pair`)."""
-    return int_pair(name, what, v, minimum)
+pair = int_pair  # an int or a pair of ints (each >= the minimum) as a pair
