@@ -47,7 +47,7 @@ def _run_observed(stack: Any, callee: Callee) -> list:
     params = {"fn": callee}
     ask(stack, call_p, (), params)
     outs = callee.run(())
-    notify(stack, call_p, (), params, tuple(outs) if call_p.multiple_results else outs)
+    notify(stack, call_p, (), params, tuple(outs))  # call is a multiple-results primitive
     return outs
 
 
