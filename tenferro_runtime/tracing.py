@@ -260,13 +260,8 @@ def eager_only() -> Iterator[None]:
         _STACK.reset(token)
 
 
-def is_eager() -> bool:
-    """True when this context's stack is the eager interpreter alone."""
-    return _STACK.get() is BOTTOM
-
-
 __all__ = [
     "BOTTOM", "EagerInterpreter", "Observer", "Trace", "Tracer", "ask", "eager_only", "interpreters",
-    "is_eager", "new_trace", "notify", "notify_assign", "notify_graph", "observe", "observers", "pop",
+    "new_trace", "notify", "notify_assign", "notify_graph", "observe", "observers", "pop",
     "push_observer", "remove_observer", "top_trace",
 ]
