@@ -1,4 +1,5 @@
-"""Generated elementwise kernels (elementwise.py, codegen.py) in Triton's CPU interpreter.
+"""Generated elementwise kernels (elementwise.py, codegen.py) in Triton's CPU interpreter on
+torch:cpu (or compiled for the GPU on torch:cuda:0 with TENFERRO_TRITON_REAL=1, conftest.py).
 
 Every elementwise primitive per torch dtype against the NumPy kernels on drawn values
 (float results within a few ulp of float64 NumPy rounded to the dtype, NaN and infinity in
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 from typing import Any
 
@@ -43,7 +45,9 @@ from tenferro_triton import codegen, elementwise
 from tenferro_triton.executor import Unsupported
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy on NaN, inf, casts
-DEV = resolve_device("torch:cpu")
+DEVICE = "torch:cuda:0" if os.environ.get("TENFERRO_TRITON_REAL") == "1" else "torch:cpu"  # see conftest.py
+DEV = resolve_device(DEVICE)
+TORCH_DEVICE = DEVICE.partition(":")[2]
 DTYPES = (D.bool_, D.int8, D.int16, D.int32, D.int64, D.uint8, D.float16, D.bfloat16,
           D.float32, D.float64)
 HALF = (D.float16, D.bfloat16)
@@ -86,7 +90,7 @@ def _values(draw: Any, dtype: D.DType, dom: Domain, shape: tuple = (N,)) -> np.n
 
 
 def _buf(host: np.ndarray) -> Any:
-    return DEV.backend.from_host(np.ascontiguousarray(host), "cpu")
+    return DEV.backend.from_host(np.ascontiguousarray(host), TORCH_DEVICE)
 
 
 def _host(buf: Any) -> np.ndarray:
@@ -474,7 +478,7 @@ def test_dag_with_views_constants_and_smaller_outputs() -> None:
 
 
 def test_chain_kernel_of_the_benchmark() -> None:
-    kernel, buf, reference = elementwise.chain_kernel(10, 1000, "torch:cpu")
+    kernel, buf, reference = elementwise.chain_kernel(10, 1000, DEVICE)
     assert_ulps(_host(kernel(buf)[0]), reference(_host(buf)), D.float32, 0)
 
 
@@ -635,8 +639,9 @@ def test_generated_kernels_compile_for_a_gpu(tmp_path: Any) -> None:
 
 
 def test_compile_runs_generated_kernels_with_gradients(caplog: Any) -> None:
-    x = xp.asarray(torch.linspace(-2, 2, 12, dtype=torch.float32).reshape(3, 4), device="torch:cpu")
-    w = xp.asarray(torch.linspace(0.5, 1.5, 4, dtype=torch.float32), device="torch:cpu")
+    x = xp.asarray(torch.linspace(-2, 2, 12, dtype=torch.float32, device=TORCH_DEVICE).reshape(3, 4),
+                   device=DEVICE)
+    w = xp.asarray(torch.linspace(0.5, 1.5, 4, dtype=torch.float32, device=TORCH_DEVICE), device=DEVICE)
 
     def f(x: Any, w: Any) -> Any:
         y = xp.tanh(x * w + 1.0) * xp.exp(-x)
@@ -652,13 +657,14 @@ def test_compile_runs_generated_kernels_with_gradients(caplog: Any) -> None:
     assert_close(value.numpy(), ref.numpy(), D.float32, mult=4)
     assert_close(gx.numpy(), rgx.numpy(), D.float32, mult=4)
     assert_close(gw.numpy(), rgw.numpy(), D.float32, mult=4)
-    xt = lax.transpose(xp.asarray(torch.linspace(-1, 1, 12).reshape(4, 3), device="torch:cpu"),
-                       permutation=(1, 0))  # a non-contiguous argument
+    xt = lax.transpose(xp.asarray(torch.linspace(-1, 1, 12, device=TORCH_DEVICE).reshape(4, 3),
+                                  device=DEVICE), permutation=(1, 0))  # a non-contiguous argument
     assert_close(compiled(xt, w).numpy(), f(xt, w).numpy(), D.float32, mult=4)
 
 
 def test_complex_group_falls_back_with_its_reason(caplog: Any) -> None:
-    z = xp.asarray(torch.tensor([1 + 2j, -0.5j, 3.0], dtype=torch.complex64), device="torch:cpu")
+    z = xp.asarray(torch.tensor([1 + 2j, -0.5j, 3.0], dtype=torch.complex64, device=TORCH_DEVICE),
+                   device=DEVICE)
     f = lambda v: xp.exp(v) * v + 1  # noqa: E731
     with caplog.at_level(logging.INFO, logger="tenferro_triton"):
         out = compile(f, backend="triton")(z)
@@ -679,7 +685,7 @@ def test_unsupported_primitive_falls_back_with_its_reason(caplog: Any) -> None:
             registry.add_kernel("torch", twice, lambda b: b * 2)
 
     with use_runtime(Runtime([passes, torch_plugin, triton_plugin, Plugin()])):
-        x = xp.asarray(torch.arange(4.0), device="torch:cpu")
+        x = xp.asarray(torch.arange(4.0, device=TORCH_DEVICE), device=DEVICE)
         f = lambda v: xp.sin(twice.bind(xp.cos(v)) + 1)  # noqa: E731
         with caplog.at_level(logging.INFO, logger="tenferro_triton"):
             out = compile(f, backend="triton")(x)

@@ -1,4 +1,5 @@
-"""The Triton matmul (`dot_general`) under TRITON_INTERPRET=1, and its autotune cache.
+"""The Triton matmul (`dot_general`) under TRITON_INTERPRET=1 (compiled for the GPU, on cuda:0,
+with TENFERRO_TRITON_REAL=1: conftest.py), and its autotune cache.
 
 Values are checked against NumPy float64 einsum on the same (rounded) inputs, with an error
 bound scaled by |lhs|.|rhs| per dtype; signatures are generated with batch and contracting
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import string
 from typing import Any
 
@@ -27,6 +29,8 @@ FLOATS = (D.float16, D.bfloat16, D.float32, D.float64)
 # error bound per dtype, relative to (|lhs| . |rhs|): output rounding plus accumulation
 TOL = {D.float16: 2e-3, D.bfloat16: 1e-2, D.float32: 2e-6, D.float64: 1e-13}
 TORCH = {d: getattr(torch, d.name) for d in FLOATS}
+REAL = os.environ.get("TENFERRO_TRITON_REAL") == "1"  # compiled for the GPU (conftest.py)
+DEVICE = "cuda:0" if REAL else "cpu"  # torch's device of the operands
 
 
 class CountingTimer:
@@ -65,11 +69,11 @@ def _einsum(lnd: int, rnd: int, contracting: tuple, batch: tuple) -> str:
 
 def _check(x: Any, y: Any, got: Any, dtype: D.DType, contracting: tuple, batch: tuple = ((), ())) -> None:
     spec = _einsum(x.ndim, y.ndim, contracting, batch)
-    a, b = x.double().numpy(), y.double().numpy()
+    a, b = x.double().cpu().numpy(), y.double().cpu().numpy()
     ref = np.einsum(spec, a, b)
     bound = np.einsum(spec, np.abs(a), np.abs(b))
     assert got.dtype == TORCH[dtype] and tuple(got.shape) == ref.shape
-    err = np.abs(got.double().numpy() - ref)
+    err = np.abs(got.double().cpu().numpy() - ref)
     assert (err <= TOL[dtype] * bound + 1e-30).all(), f"max error {err.max()} ({spec}, {dtype})"
 
 
@@ -79,17 +83,17 @@ def _tensor(shape: tuple, dtype: D.DType, layout: str, seed: int) -> Any:
     g = torch.Generator().manual_seed(seed)
     t = TORCH[dtype]
     if layout == "reversed" and len(shape) > 1:
-        base = torch.randn(shape[::-1], generator=g, dtype=torch.float64).to(t)
+        base = torch.randn(shape[::-1], generator=g, dtype=torch.float64).to(DEVICE, t)
         return base.permute(*reversed(range(len(shape))))
     if layout == "strided" and shape:
-        base = torch.randn((*shape[:-1], 2 * shape[-1]), generator=g, dtype=torch.float64).to(t)
+        base = torch.randn((*shape[:-1], 2 * shape[-1]), generator=g, dtype=torch.float64).to(DEVICE, t)
         return base[..., ::2]
     if layout == "offset":
         n = int(np.prod(shape))
-        return torch.randn(n + 3, generator=g, dtype=torch.float64).to(t)[3:].view(shape)
+        return torch.randn(n + 3, generator=g, dtype=torch.float64).to(DEVICE, t)[3:].view(shape)
     if layout == "broadcast" and shape:
-        return torch.randn((1, *shape[1:]), generator=g, dtype=torch.float64).to(t).expand(shape)
-    return torch.randn(shape, generator=g, dtype=torch.float64).to(t)
+        return torch.randn((1, *shape[1:]), generator=g, dtype=torch.float64).to(DEVICE, t).expand(shape)
+    return torch.randn(shape, generator=g, dtype=torch.float64).to(DEVICE, t)
 
 
 LAYOUTS = ("contiguous", "reversed", "strided", "offset", "broadcast")
@@ -187,16 +191,16 @@ def test_empty_results_launch_nothing(monkeypatch: Any, lshape: tuple, rshape: t
     monkeypatch.setattr(matmul, "_tuned", lambda: pytest.fail("launched a kernel"))
     nd = len(lshape)
     dims = ((nd - 1,), (nd - 2,))
-    x, y = torch.ones(lshape), torch.ones(rshape)
+    x, y = torch.ones(lshape, device=DEVICE), torch.ones(rshape, device=DEVICE)
     out = _kernel(lshape, rshape, D.float32, dims, batch)(x, y)
     assert tuple(out.shape) == shape and out.dtype == torch.float32
 
 
 def test_zero_contraction_gives_zeros(monkeypatch: Any) -> None:
     monkeypatch.setattr(matmul, "_tuned", lambda: pytest.fail("launched a kernel"))
-    out = _kernel((3, 0), (0, 4), D.float16, ((1,), (0,)))(torch.ones(3, 0, dtype=torch.float16),
-                                                           torch.ones(0, 4, dtype=torch.float16))
-    assert out.dtype == torch.float16 and torch.equal(out, torch.zeros(3, 4, dtype=torch.float16))
+    f16 = {"dtype": torch.float16, "device": DEVICE}
+    out = _kernel((3, 0), (0, 4), D.float16, ((1,), (0,)))(torch.ones(3, 0, **f16), torch.ones(0, 4, **f16))
+    assert out.dtype == torch.float16 and torch.equal(out.cpu(), torch.zeros(3, 4, dtype=torch.float16))
 
 
 def test_bad_signatures_raise_typed_errors() -> None:
@@ -237,6 +241,8 @@ def test_float32_is_ieee_unless_tf32_is_asked_for(monkeypatch: Any, env: str | N
 @pytest.fixture
 def timer(tmp_path: Any, monkeypatch: Any, caplog: Any) -> Any:
     """A fresh cache folder and in-memory state, with a counting timer."""
+    if REAL:  # the keys and candidate configs below are the interpreter's
+        pytest.skip("checks the interpreter's autotune configs (TENFERRO_TRITON_REAL=1 compiles for the GPU)")
     monkeypatch.setenv("TENFERRO_TRITON_CACHE", str(tmp_path))
     caplog.set_level(logging.INFO, logger="tenferro_triton.autotune")
     counting = CountingTimer()

@@ -1,6 +1,7 @@
 """Row groups (rows.py): row reductions with their producers and consumers as one generated
 Triton kernel, run under TRITON_INTERPRET=1 through ``compile(f, backend="triton")`` on
-``torch:cpu`` and checked against the same function run eagerly on ``numpy:cpu``.
+``torch:cpu`` (compiled for the GPU on ``torch:cuda:0`` with TENFERRO_TRITON_REAL=1, see
+conftest.py) and checked against the same function run eagerly on ``numpy:cpu``.
 
 Shapes are generated: row lengths that are no powers of two, shorter than the block, 1 and
 0; zero rows; batch axes; reductions over one or two trailing axes or all of them; inputs
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -29,7 +31,7 @@ from tenferro_triton.executor import Unsupported
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # masked lanes may divide 0 by 0
 
-DEV = "torch:cpu"
+DEV = "torch:cuda:0" if os.environ.get("TENFERRO_TRITON_REAL") == "1" else "torch:cpu"  # see conftest.py
 FLOATS = ("float32", "float64", "float16")
 TOL = {"float16": (2e-2, 2e-2), "float32": (2e-5, 2e-5), "float64": (1e-11, 1e-11)}
 

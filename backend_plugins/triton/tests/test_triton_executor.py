@@ -5,6 +5,7 @@ matches the generic plan; graphs it does not take are declined with the reason."
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -23,10 +24,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # masked lane
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((6, 9)).astype(np.float32)
 Y = RNG.integers(0, 4, 6)
+DEV = "torch:cuda:0" if os.environ.get("TENFERRO_TRITON_REAL") == "1" else "torch:cpu"  # see conftest.py
 
 
 def _train(backend: str, steps: int = 3) -> list[float]:
-    with tr.default_device("torch:cpu"):
+    with tr.default_device(DEV):
         model = nn.Sequential(nn.Linear(9, 11, key=random.key(0)), nn.ReLU(),
                               nn.Linear(11, 4, key=random.key(1)))
         x, y = xp.asarray(X), xp.asarray(Y)
@@ -56,9 +58,9 @@ def test_a_train_step_runs_as_generated_kernels_only_and_matches_the_plan(caplog
 
 
 def test_a_group_with_outputs_of_several_shapes_runs_one_kernel_per_shape():
-    a = xp.asarray(RNG.standard_normal((3, 5)).astype(np.float32), device="torch:cpu")
-    b = xp.asarray(RNG.standard_normal((7,)).astype(np.float32), device="torch:cpu")
-    t = xp.asarray(np.float32(2.0), device="torch:cpu")
+    a = xp.asarray(RNG.standard_normal((3, 5)).astype(np.float32), device=DEV)
+    b = xp.asarray(RNG.standard_normal((7,)).astype(np.float32), device=DEV)
+    t = xp.asarray(np.float32(2.0), device=DEV)
 
     def update(a, b, t):  # shared scalar work, two independent updates (an optimizer's shape)
         scale = 1.0 - 0.9 ** t
@@ -74,7 +76,7 @@ def test_a_group_with_outputs_of_several_shapes_runs_one_kernel_per_shape():
     got = kernel(*[env[v]._buf for v in fused.inputs])
     want = update(a, b, t)
     for g, w in zip(got, want):
-        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-6)
 
 
 def test_graphs_off_torch_devices_are_declined_with_the_reason(caplog):
