@@ -30,9 +30,11 @@ lint: setup
 # Every kernel result is checked against its op's abstract eval (TENFERRO_CHECK_KERNELS=1).
 # One BLAS/OpenMP thread per pytest worker: JOBS workers on JOBS cores, and NumPy's and
 # SciPy's separate OpenBLAS pools otherwise oversubscribe them (small LAPACK calls slow 100x).
+# TENFERRO_THREADS=1 is the runtime's setting (each runtime applies it to NumPy/SciPy BLAS
+# and torch); the libraries' own variables hold them at one thread before a runtime exists.
 test: setup lint
-	TENFERRO_CHECK_KERNELS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
-		$(BIN)/python -m pytest -n $(JOBS)
+	TENFERRO_CHECK_KERNELS=1 TENFERRO_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+		MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS)
 
 $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt

@@ -79,6 +79,9 @@ OPTIONAL_BACKEND_ATTRS: dict[str, str] = {
     "donatable": "donatable(buf, holders) -> True when a donated input's buffer may be written",
     "preferred_conv_layout": "str: 'channels_first' or 'channels_last', the faster conv layout",
     "device_name": "device_name(device) -> the hardware's name (energy profiles), or None",
+    "set_threads": "set_threads(n) -> None: use at most n threads for this backend's kernels "
+                   "(process-wide pools; called with the runtime's `threads` before its first "
+                   "device is made)",
 }
 """Every other attribute the runtime looks up on a backend, with its contract: the runtime
 reads these and nothing else (the conformance kit checks each one a backend has)."""

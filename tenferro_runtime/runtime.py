@@ -23,6 +23,7 @@ from tenferro_core.primitive import Primitive
 
 from . import graph_prims
 from .caches import Caches
+from .threads import apply_threads, resolve_threads
 
 
 class Device(str):
@@ -158,13 +159,20 @@ class Runtime:
     dispatch cache (signatures seen by eager dispatch). `default_float_dtype` (float32 or
     float64; default: the environment variable ``TENFERRO_DEFAULT_FLOAT``, else float64 as
     NumPy) is the dtype of Python floats and of creation functions and random floats without
-    a dtype.
+    a dtype. `threads` (a positive int; default: the environment variable ``TENFERRO_THREADS``,
+    else the CPUs this process may use, see `tenferro_runtime.threads`) is how many threads
+    each backend's kernels may use; it is handed to a backend's ``set_threads`` when this
+    runtime first makes one of its devices (thread pools are process-wide: the runtime that
+    applied last wins).
     """
 
     def __init__(self, plugins: Iterable[Any] = (), *, reports: Iterable[PluginReport] = (),
                  strict: bool = False, check_kernels: bool | None = None,
-                 dispatch_cache_size: int = 8192, default_float_dtype: Any = None):
+                 dispatch_cache_size: int = 8192, default_float_dtype: Any = None,
+                 threads: int | None = None):
         self._default_float = _default_float(default_float_dtype)
+        self._threads, self.threads_source = resolve_threads(threads)
+        self._threads_applied: set[str] = set()  # backends this runtime gave its threads
         if check_kernels is None:
             check_kernels = os.environ.get("TENFERRO_CHECK_KERNELS", "") not in ("", "0")
         self.check_kernels = bool(check_kernels)
@@ -208,6 +216,25 @@ class Runtime:
         """The dtype of Python floats, float lists, and creation functions and random floats
         without a dtype (float32 or float64; fixed when the runtime is built)."""
         return self._default_float
+
+    @property
+    def threads(self) -> int:
+        """How many threads each backend's kernels may use (fixed when the runtime is built;
+        `threads_source` says whether it came from the argument, ``TENFERRO_THREADS`` or the
+        default)."""
+        return self._threads
+
+    def apply_threads(self, backends: Iterable[str] | None = None) -> list[str]:
+        """Hand `threads` to each installed backend (or those named) that has the optional
+        ``set_threads`` now, rather than when its first device is made (a benchmark that times
+        PyTorch itself calls this first); the names of the backends it reached."""
+        with self._lock:
+            done = []
+            for name in sorted(self.backends) if backends is None else backends:
+                if name in self.backends and apply_threads(self.backends[name][0], self._threads):
+                    self._threads_applied.add(name)
+                    done.append(name)
+            return done
 
     # ---- loading -------------------------------------------------------
     def _load(self, plugin: Plugin, strict: bool) -> None:
@@ -341,6 +368,9 @@ class Runtime:
         for (bname, opname), (fn, _, _) in self.kernels.items():
             if bname == backend_name and opname in self.ops:
                 table[self.ops[opname]] = fn
+        if backend_name not in self._threads_applied:  # the backend's first device here
+            apply_threads(backend, self._threads)
+            self._threads_applied.add(backend_name)
         dev = Device(self, backend, device_id, table, frozenset(backend.supported_dtypes(device_id)))
         self._devices[spec] = self._devices[dev.name] = dev
         return dev

@@ -431,6 +431,8 @@ class BackendConformance:
             assert name is None or (isinstance(name, str) and name)
         if "compile" in has:
             assert callable(backend.compile)
+        if "set_threads" in has:  # the runtime's own setting again: changes nothing
+            assert backend.set_threads(dev.runtime.threads) is None
 
     def test_telemetry_contract(self) -> None:
         tel = self.dev.backend.telemetry(self.dev.id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 import sys
 from collections.abc import Mapping
@@ -19,6 +20,17 @@ SUPPORTED = frozenset(d for d in dtypes.ALL_DTYPES if d is not dtypes.bfloat16)
 # ufuncs that ndarray operators call directly (same dtypes in and out, so no casting differs)
 _OPERATORS = {np.negative: operator.neg}  # -x: ~15 ns less than the ufunc call; for binary
 # ufuncs the operator is ~25 ns slower (it first checks whether the other operand defers)
+
+
+def _gemm_macs(name: str, in_avals: tuple, out_avals: tuple, params: dict) -> int:
+    """Multiply-adds of each BLAS call the kernel makes (one per batch entry or group)."""
+    out = math.prod(out_avals[0].shape)
+    lhs, rhs = in_avals[0].shape, in_avals[1].shape
+    if name == "dot_general":
+        (lc, _), (lb, _) = params["contracting_dims"], params["batch_dims"]
+        return out * math.prod(lhs[i] for i in lc) // max(1, math.prod(lhs[i] for i in lb))
+    groups = max(1, params.get("feature_group_count", 1))
+    return out * math.prod(rhs[1:]) // groups
 
 
 class NumpyBackend:
@@ -50,15 +62,27 @@ class NumpyBackend:
         """Drop the ``out=...`` of ufunc kernels when no output is 0-d (saves ~0.15 us a call):
         ``out=...`` only exists to keep 0-d results arrays rather than NumPy scalars. Where the
         ufunc is negation, call it as ``-x`` (~15 ns less). A `fused` group's code is generated
-        here, once per group, so a call runs it with no lookup."""
+        here, once per group, so a call runs it with no lookup. A BLAS product (dot_general,
+        conv_general) runs on one thread when it is small (`threads.sized`)."""
         if name == "fused" and params is not None:
             from .fusion import specialized
 
             return specialized(params["graph"])
+        if name in ("dot_general", "conv_general") and params is not None:
+            from .threads import sized
+
+            return sized(kernel, _gemm_macs(name, in_avals, out_avals, params))
         if (isinstance(kernel, partial) and kernel.keywords == {"out": Ellipsis}
                 and isinstance(kernel.func, np.ufunc) and all(a.shape for a in out_avals)):
             return _OPERATORS.get(kernel.func, kernel.func)
         return kernel
+
+    def set_threads(self, n: int) -> None:
+        """Use at most `n` threads in NumPy's and SciPy's BLAS (threadpoolctl), with idle
+        workers that give their core back (`tenferro_numpy.threads`)."""
+        from .threads import set_threads
+
+        set_threads(n)
 
     def out_kernel(self, name: str, kernel: Any) -> Any:
         """`fn(*bufs, out)` writing `kernel`'s result into `out`, where the kernel is one ufunc

@@ -75,6 +75,13 @@ class TorchBackend:
 
         return specialize(name, in_avals, out_avals)
 
+    def set_threads(self, n: int) -> None:
+        """Use at most `n` threads in torch's intra-op pool (OpenMP, MKL, oneDNN):
+        `torch.set_num_threads` (process-wide; the inter-op pool is left as torch set it)."""
+        torch = _torch()
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+
     # ---- transfer ----------------------------------------------------------
     def from_host(self, array: np.ndarray, device: str) -> Any:
         """A torch tensor on `device` with `array`'s values; an allocation failure (a copy of

@@ -1,0 +1,149 @@
+"""NumPy's and SciPy's BLAS threads: the runtime's `threads` through threadpoolctl, an idle
+policy that gives cores back, and one thread for small products.
+
+Three causes of slow steps, each fixed here (docs/performance.md, "Threads"):
+
+- OpenBLAS's pthreads workers spin for 2**28 TSC cycles (~0.1 s) after every parallel call
+  before they sleep. Next to torch's OpenMP pool in the same process (numpy:cpu and torch:cpu
+  steps in turn) or another busy process, that spin holds a core the other pool waits for.
+  `set_threads` restarts each OpenBLAS pool with a short spin (OpenBLAS's
+  ``OPENBLAS_THREAD_TIMEOUT``, read again through its own `openblas_read_env`), unless the
+  user set that variable.
+- OpenBLAS splits every product over m*n*k = 262,144 multiply-adds across its threads. A
+  hand-off costs tens of microseconds on an idle machine and a scheduler time slice (ms) when
+  another process holds the other core, so the digits demo's 10-200 us products ran 10x
+  slower on a busy machine. Products below `SMALL_PRODUCT` multiply-adds run on one thread
+  (the kernel `NumpyBackend.specialize` wraps for the signature switches NumPy's OpenBLAS
+  to one thread and back, only when the count changes).
+- The number itself: at most the runtime's `threads`, through threadpoolctl, for every BLAS
+  library loaded (SciPy's own OpenBLAS is loaded first so the limit reaches it).
+
+Thread pools are process-wide, so this state is too: one `_STATE`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+from typing import Any
+
+SMALL_PRODUCT = 1 << 24
+"""Products with fewer multiply-adds (m*n*k; ~16.8M, ~0.25 ms on one core) run on one BLAS
+thread: below that, handing half to another thread saves less than the hand-off can cost."""
+
+IDLE_SPIN_LOG2 = 4
+"""OpenBLAS's thread timeout (log2 of TSC cycles a worker spins before it sleeps; its
+minimum, 4). Measured in docs/performance.md, "Threads"."""
+
+_AFFIXES = tuple(itertools.product(("", "scipy_"), ("", "64_", "_64")))
+
+
+class _State:
+    """What was applied: the limit, the count NumPy's OpenBLAS now uses, its raw setters."""
+
+    def __init__(self) -> None:
+        self.limit: int | None = None
+        self.current: int | None = None
+        self.setters: tuple[Any, ...] = ()
+        self.respun: dict[str, bool] = {}  # OpenBLAS library -> its pool was restarted
+
+    def use(self, n: int) -> None:
+        for fn in self.setters:
+            fn(n)
+        self.current = n
+
+
+_STATE = _State()
+
+
+def _symbol(lib: Any, name: str) -> Any:
+    for prefix, suffix in _AFFIXES:
+        fn = getattr(lib, f"{prefix}{name}{suffix}", None)
+        if fn is not None:
+            return fn
+    return None
+
+
+def _numpy_dirs() -> tuple[str, ...]:
+    import numpy as np
+
+    pkg = Path(np.__file__).resolve().parent
+    return str(pkg) + os.sep, str(pkg.parent / "numpy.libs") + os.sep
+
+
+def _short_spin(lc: Any) -> bool:
+    """Restart an OpenBLAS pthreads pool so its idle workers sleep after IDLE_SPIN_LOG2 (once
+    per library; not where the user set OPENBLAS_THREAD_TIMEOUT). True when it did."""
+    if (lc.internal_api != "openblas" or getattr(lc, "threading_layer", None) != "pthreads"
+            or lc.filepath in _STATE.respun):
+        return False
+    _STATE.respun[lc.filepath] = False
+    if os.environ.get("OPENBLAS_THREAD_TIMEOUT") or os.environ.get("GOTO_THREAD_TIMEOUT"):
+        return False
+    lib = lc.dynlib
+    read_env, shutdown = getattr(lib, "openblas_read_env", None), getattr(lib, "blas_thread_shutdown_", None)
+    timeout = getattr(lib, "openblas_thread_timeout", None)
+    if read_env is None or shutdown is None or timeout is None:
+        return False
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(IDLE_SPIN_LOG2)
+    try:
+        read_env()  # OpenBLAS keeps the value; blas_thread_init reads it on the restart
+    finally:
+        del os.environ["OPENBLAS_THREAD_TIMEOUT"]
+    if timeout() != IDLE_SPIN_LOG2:
+        return False
+    shutdown()  # workers joined; openblas_set_num_threads (next) starts them again
+    _STATE.respun[lc.filepath] = True
+    return True
+
+
+def set_threads(n: int) -> None:
+    """Use at most `n` threads in every loaded BLAS library (NumPy's and SciPy's OpenBLAS),
+    with the short idle spin, and remember `n` for the per-product choice."""
+    import threadpoolctl
+
+    try:
+        import scipy.linalg  # noqa: F401  (loads SciPy's own OpenBLAS, so the limit reaches it)
+    except ImportError:
+        pass
+    controllers = [lc for lc in threadpoolctl.ThreadpoolController().lib_controllers
+                   if lc.user_api == "blas"]
+    numpy_dirs = _numpy_dirs()
+    setters = []
+    for lc in controllers:
+        _short_spin(lc)
+        lc.set_num_threads(n)
+        clear = getattr(type(lc), "clear_controlling_thread", None)
+        if clear is not None:  # threadpoolctl lets only the first thread that set a limit set more
+            clear()
+        if (lc.internal_api == "openblas" and getattr(lc, "threading_layer", None) == "pthreads"
+                and lc.filepath.startswith(numpy_dirs)):
+            fn = _symbol(lc.dynlib, "openblas_set_num_threads")
+            if fn is not None:
+                setters.append(fn)
+    _STATE.setters = tuple(setters)
+    _STATE.limit = _STATE.current = n
+
+
+def sized(kernel: Any, macs: int) -> Any:
+    """`kernel` (a BLAS product of `macs` multiply-adds per call) run on one thread when it is
+    small, on the runtime's `threads` otherwise; `kernel` itself where there is nothing to
+    switch (no limit applied yet, a limit of 1, or no NumPy OpenBLAS found)."""
+    state = _STATE
+    if not state.setters or not state.limit or state.limit == 1:
+        return kernel
+    if macs < SMALL_PRODUCT:
+        def one_thread(*args: Any, **kwargs: Any) -> Any:
+            if state.current != 1:
+                state.use(1)
+            return kernel(*args, **kwargs)
+
+        return one_thread
+
+    def all_threads(*args: Any, **kwargs: Any) -> Any:
+        if state.current != state.limit:
+            state.use(state.limit)
+        return kernel(*args, **kwargs)
+
+    return all_threads

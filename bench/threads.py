@@ -1,0 +1,149 @@
+"""Threads that don't fight: the `threads` setting with both CPU backends in one process, and
+the digits demo on a busy machine. Three interleaved runs; ratios printed (record them in
+docs/performance.md, "Threads", with the machine and the thread setting).
+
+Workloads:
+- MLP 784-512-512-10, batch 128, float32, the compiled Adam train step (bench/train.py's
+  `tf_compiled`): numpy:cpu alone, torch:cpu alone (each in its own process), and both in
+  one process taking steps in turn (numpy, torch, numpy, ...; each step timed on its own).
+  Goal: each device's step in the shared process within 10% of that device alone.
+- the digits demo (`examples/demo.py`, default settings) quiet and with another CPU-bound
+  process running (`python -c "while True: pass"`, started and killed here). Goal: loaded
+  within 2x of quiet.
+
+`--baseline` runs the same with OpenBLAS's own behaviour (its 2**28-cycle idle spin and its
+threading of every product above 262,144 multiply-adds), which is what this issue fixed.
+Each measurement runs in a fresh process: thread pools are process-wide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEMO = HERE.parent / "examples" / "demo.py"
+
+
+def baseline_env(env: dict) -> dict:
+    """OpenBLAS as it behaves unconfigured: an explicit OPENBLAS_THREAD_TIMEOUT (its default,
+    28) keeps tenferro from shortening the spin; TENFERRO_BENCH_BASELINE turns the
+    one-thread-for-small-products choice off (read by the child below)."""
+    return {**env, "OPENBLAS_THREAD_TIMEOUT": "28", "TENFERRO_BENCH_BASELINE": "1"}
+
+
+def child_mlp(devices: list[str], steps: int) -> dict:
+    """Per-step times (median, seconds) of the compiled MLP step on each device, the devices
+    taking steps in turn."""
+    sys.path.insert(0, str(HERE))
+    import numpy as np
+    from train import data, tf_compiled
+
+    from tenferro_runtime import default_runtime
+
+    if os.environ.get("TENFERRO_BENCH_BASELINE"):
+        import tenferro_numpy.threads as nt
+
+        nt.SMALL_PRODUCT = 0  # every product as OpenBLAS threads it
+    rt = default_runtime()
+    rt.apply_threads()
+    params, x, y = data(np.random.default_rng(0))
+    runs = {d: tf_compiled(params, x, y, d) for d in devices}
+    for _ in range(10):
+        for fn in runs.values():
+            fn()
+    times: dict[str, list[float]] = {d: [] for d in devices}
+    for _ in range(steps):
+        for d, fn in runs.items():
+            t0 = time.perf_counter()
+            fn()
+            times[d].append(time.perf_counter() - t0)
+    return {"threads": rt.threads, **{d: statistics.median(t) for d, t in times.items()}}
+
+
+def run_child(devices: list[str], steps: int, env: dict) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", ",".join(devices), "--steps", str(steps)],
+                         capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def demo_wall(env: dict, loaded: bool) -> float:
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if loaded else None
+    try:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, str(DEMO), "--out", "/tmp/tenferro_bench_threads.safetensors"],
+                       capture_output=True, text=True, env=env, check=True)
+        return time.perf_counter() - t0
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--baseline", action="store_true", help="OpenBLAS's own spin and threading")
+    ap.add_argument("--skip-demo", action="store_true")
+    ap.add_argument("--skip-mlp", action="store_true")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child_mlp(args.child.split(","), args.steps)))
+        return
+
+    import numpy as np
+    import torch
+    from eager_overhead import cpu_name
+
+    from tenferro_runtime import default_runtime
+
+    rt = default_runtime()
+    env = dict(os.environ)
+    if args.baseline:
+        env = baseline_env(env)
+    print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
+          f"numpy {np.__version__}, torch {torch.__version__}, threads {rt.threads} "
+          f"({rt.threads_source}){', baseline (OpenBLAS unconfigured)' if args.baseline else ''}; "
+          f"load average {os.getloadavg()[0]:.2f}")
+
+    if not args.skip_mlp:
+        print("\nMLP 784-512-512-10 b128 float32 compiled Adam step, median per step "
+              "(shared: both devices in one process, steps in turn)")
+        ratios: dict[str, list[float]] = {"numpy:cpu": [], "torch:cpu": []}
+        for r in range(args.runs):
+            alone_np = run_child(["numpy:cpu"], args.steps, env)
+            alone_torch = run_child(["torch:cpu"], args.steps, env)
+            shared = run_child(["numpy:cpu", "torch:cpu"], args.steps, env)
+            parts = []
+            for d, alone in (("numpy:cpu", alone_np), ("torch:cpu", alone_torch)):
+                ratio = shared[d] / alone[d]
+                ratios[d].append(ratio)
+                parts.append(f"{d} alone {alone[d] * 1e3:6.2f} ms, shared {shared[d] * 1e3:6.2f} ms "
+                             f"({ratio:.2f}x)")
+            print(f"  run {r + 1}: " + "; ".join(parts))
+        for d, rs in ratios.items():
+            print(f"  {d}: shared/alone {', '.join(f'{x:.2f}' for x in rs)} (goal <= 1.10)")
+
+    if not args.skip_demo:
+        print("\ndigits demo (examples/demo.py, default settings) wall time, quiet vs another "
+              "CPU-bound process running")
+        rs = []
+        for r in range(args.runs):
+            quiet = demo_wall(env, loaded=False)
+            loaded = demo_wall(env, loaded=True)
+            rs.append(loaded / quiet)
+            print(f"  run {r + 1}: quiet {quiet:5.1f} s, loaded {loaded:5.1f} s ({loaded / quiet:.2f}x)")
+        print(f"  loaded/quiet {', '.join(f'{x:.2f}' for x in rs)} (goal <= 2.0)")
+
+
+if __name__ == "__main__":
+    main()
