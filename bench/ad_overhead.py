@@ -14,7 +14,7 @@ import statistics
 import time
 
 import numpy as np
-from eager_overhead import cpu_name  # noqa: I001  (same folder)
+from eager_overhead import cpu_name, threads_setting  # noqa: I001  (same folder)
 
 import tenferro_ad as ad
 from tenferro_runtime import array_api as xp
@@ -81,9 +81,9 @@ def main() -> None:
     import jax.numpy as jnp
     import torch
 
-    torch.set_num_threads(2)
+    threads = threads_setting()
     print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
-          f"torch {torch.__version__}, jax {jax.__version__}")
+          f"torch {torch.__version__}, jax {jax.__version__}, {threads}")
     rng = np.random.default_rng(0)
 
     # ---- chain of 100 small ops -------------------------------------------------

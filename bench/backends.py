@@ -13,7 +13,7 @@ import platform
 
 import numpy as np
 from ad_overhead import bench, ce_tf, mlp_data, mlp_loss  # noqa: I001  (same folder)
-from eager_overhead import cpu_name
+from eager_overhead import cpu_name, threads_setting
 
 import tenferro_ad as ad
 from tenferro_einsum import einsum
@@ -88,9 +88,9 @@ def family_rows(rng, torch) -> list[tuple]:
 def main() -> None:
     import torch
 
-    torch.set_num_threads(2)
+    threads = threads_setting()
     print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
-          f"numpy {np.__version__}, torch {torch.__version__}")
+          f"numpy {np.__version__}, torch {torch.__version__}, {threads}")
     rng = np.random.default_rng(0)
     rows = mlp_rows(rng, torch) + family_rows(rng, torch)
     print(f"{'workload':<30}{'numpy:cpu':>12}{'torch:cpu':>12}{'PyTorch':>12}{'torch:cpu/PyTorch':>19}")

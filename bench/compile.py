@@ -19,7 +19,7 @@ import tracemalloc
 
 import numpy as np
 from ad_overhead import bench, ce_tf, chain, mlp_data, mlp_loss  # noqa: I001  (same folder)
-from eager_overhead import cpu_name
+from eager_overhead import cpu_name, threads_setting
 
 import tenferro_ad as ad
 import tenferro_runtime as tr
@@ -107,9 +107,9 @@ def main() -> None:
     import jax.numpy as jnp
     import torch
 
-    torch.set_num_threads(2)
+    threads = threads_setting()
     print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
-          f"numpy {np.__version__}, torch {torch.__version__}, jax {jax.__version__}")
+          f"numpy {np.__version__}, torch {torch.__version__}, jax {jax.__version__}, {threads}")
     rng = np.random.default_rng(0)
     p_np, x_np, y_np = mlp_data(rng)
 

@@ -68,14 +68,24 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def threads_setting() -> str:
+    """Apply the default runtime's `threads` to every backend now, so the NumPy, PyTorch and
+    tenferro rows all run with it, and name it for the `machine:` line."""
+    from tenferro_runtime import default_runtime
+
+    rt = default_runtime()
+    rt.apply_threads()
+    return f"threads {rt.threads} ({rt.threads_source})"
+
+
 def main() -> None:
     import os
 
     import torch
 
-    torch.set_num_threads(2)
+    threads = threads_setting()
     print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
-          f"numpy {np.__version__}, torch {torch.__version__}")
+          f"numpy {np.__version__}, torch {torch.__version__}, {threads}")
     print(f"{'workload':<22}{'tenferro':>12}{'numpy':>12}{'torch':>12}{'tf/np':>8}{'tf/torch':>10}")
     for name, t_tf, t_np, t_torch in workloads(torch):
         print(f"{name:<22}{t_tf * 1e6:>10.2f}us{t_np * 1e6:>10.2f}us{t_torch * 1e6:>10.2f}us"

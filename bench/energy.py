@@ -15,7 +15,7 @@ import platform
 import time
 
 import numpy as np
-from eager_overhead import cpu_name  # noqa: I001  (same folder)
+from eager_overhead import cpu_name, threads_setting  # noqa: I001  (same folder)
 from train import data, tf_compiled, tf_eager
 
 from tenferro_runtime import default_runtime
@@ -56,7 +56,7 @@ def variants(step) -> dict:
 
 def main() -> None:
     print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
-          f"numpy {np.__version__}")
+          f"numpy {np.__version__}, {threads_setting()}")
     rt = default_runtime()
     dev = rt.device("numpy:cpu")
     print(f"numpy:cpu meters, best first: {', '.join(m.name for m in meters_for(rt, dev))}")

@@ -15,7 +15,7 @@ import statistics
 import timeit
 
 import numpy as np
-from eager_overhead import cpu_name  # noqa: I001  (same folder)
+from eager_overhead import cpu_name, threads_setting  # noqa: I001  (same folder)
 
 from tenferro_einsum import einsum, einsum_path
 from tenferro_runtime import array_api as xp
@@ -102,10 +102,10 @@ def main() -> None:
     import scipy
     import torch
 
-    torch.set_num_threads(2)
+    threads = threads_setting()
     print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
           f"numpy {np.__version__}, scipy {scipy.__version__}, opt_einsum {opt_einsum.__version__}, "
-          f"torch {torch.__version__}")
+          f"torch {torch.__version__}, {threads}")
     einsum_rows()
     dense_rows()
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from ad_overhead import bench  # noqa: I001  (same folder)
 from compile import interleaved
-from eager_overhead import cpu_name
+from eager_overhead import cpu_name, threads_setting
 
 import tenferro_nn as nn
 from tenferro_ad import GradientTape, value_and_grad
@@ -210,9 +210,9 @@ def main() -> None:
     import jax.numpy as jnp
     import torch
 
-    torch.set_num_threads(2)
+    threads = threads_setting()
     print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
-          f"numpy {np.__version__}, torch {torch.__version__}, jax {jax.__version__}")
+          f"numpy {np.__version__}, torch {torch.__version__}, jax {jax.__version__}, {threads}")
     params, x, y = data(np.random.default_rng(0))
 
     rows = [

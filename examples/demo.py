@@ -5,7 +5,8 @@ file or a pipe), the energy of each epoch (measured where a meter can read, else
 and labelled), then save the model, load it into a fresh one and check that it gives the same
 test accuracy.
 
-Run with `make demo`. Options: `--device torch:cpu`, `--epochs N`, `--out PATH`.
+Run with `make demo`. Options: `--device torch:cpu`, `--epochs N`, `--out PATH`; the
+environment variable `TENFERRO_THREADS` sets the threads (default: the CPUs it may use).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tqdm import tqdm
 import tenferro_nn as nn
 from tenferro_ad import value_and_grad
 from tenferro_runtime import array_api as xp
-from tenferro_runtime import compile, default_device, random
+from tenferro_runtime import compile, default_device, default_runtime, random
 from tenferro_runtime.energy import measure
 from tenferro_runtime.energy.report import plot, table
 
@@ -62,7 +63,9 @@ def main() -> None:
 
 def run(args: argparse.Namespace) -> None:
     x_train, x_test, y_train, y_test = digits()
-    print(f"digits: {len(x_train)} training and {len(x_test)} test images on {args.device}")
+    rt = default_runtime()
+    print(f"digits: {len(x_train)} training and {len(x_test)} test images on {args.device} "
+          f"(threads {rt.threads}, from {rt.threads_source}; set TENFERRO_THREADS to change it)")
     key = random.key(0)
     k_init, k_data, k_drop = random.split(key, 3)
     model = cnn(k_init)
