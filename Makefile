@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 JOBS ?= 2
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench gpu-check clean
 
 $(STAMP): pyproject.toml requirements-dev.txt $(addsuffix pyproject.toml,$(PLUGINS))
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 bench: $(BENCH_STAMP)
 	cd bench && ../$(BIN)/python eager_overhead.py && ../$(BIN)/python ad_overhead.py && ../$(BIN)/python opfamilies.py \
 		&& ../$(BIN)/python backends.py && ../$(BIN)/python compile.py && ../$(BIN)/python train.py && ../$(BIN)/python energy.py && ../$(BIN)/python codegen.py
+
+# Everything that needs an NVIDIA GPU, within 8 minutes (not part of `test`): the torch:cuda tests,
+# the Triton tests compiled for the GPU and the GPU benchmarks; build/gpu-check/report.md and .json.
+# Without a GPU it says so and exits 0. The venv's torch must be a CUDA build (pip's default on Linux).
+gpu-check: $(BENCH_STAMP)
+	$(BIN)/python bench/gpu_check.py
 
 clean:
 	rm -rf $(VENV) .hypothesis
