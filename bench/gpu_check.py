@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-check", help="report folder")
     ap.add_argument("--test-budget", type=float, default=180.0, help="seconds for the test parts")
     ap.add_argument("--bench-budget", type=float, default=270.0, help="seconds for the benchmarks")
-    ap.add_argument("--jobs", type=int, default=4, help="pytest-xdist workers per test part")
+    ap.add_argument("--jobs", type=int, default=6, help="pytest-xdist workers per test part")
     args = ap.parse_args(argv)
     found = probe()
     print(found["message"], flush=True)
