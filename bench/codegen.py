@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 from compile import interleaved_all
-from eager_overhead import cpu_name  # noqa: I001  (same folder)
+from eager_overhead import cpu_name, threads_setting  # noqa: I001  (same folder)
 from train import BATCH, LR, WIDTHS, data, tf_compiled, torch_compiled, torch_eager
 
 import tenferro_nn as nn
@@ -257,9 +257,9 @@ def main() -> None:
     ap.add_argument("--gpu-only", action="store_true", help="only the GPU part (gpu_benchmarks)")
     ap.add_argument("--json", help="write the GPU results here as JSON (after each part)")
     args = ap.parse_args()
-    torch.set_num_threads(2)
+    threads = threads_setting()
     print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
-          f"numpy {np.__version__}, torch {torch.__version__}")
+          f"numpy {np.__version__}, torch {torch.__version__}, {threads}")
     if not args.gpu_only:
         cpu_benchmarks(torch)
 
