@@ -33,10 +33,21 @@ DEMO = HERE.parent / "examples" / "demo.py"
 
 
 def baseline_env(env: dict) -> dict:
-    """OpenBLAS as it behaves unconfigured: an explicit OPENBLAS_THREAD_TIMEOUT (its default,
-    28) keeps tenferro from shortening the spin; TENFERRO_BENCH_BASELINE turns the
-    one-thread-for-small-products choice off (read by the child below)."""
-    return {**env, "OPENBLAS_THREAD_TIMEOUT": "28", "TENFERRO_BENCH_BASELINE": "1"}
+    """The libraries as they behave unconfigured: explicit OPENBLAS_THREAD_TIMEOUT and
+    GOMP_SPINCOUNT (their defaults) keep tenferro from shortening the spins;
+    TENFERRO_BENCH_BASELINE turns the numpy backend's per-product thread choice off (read by
+    `baseline_products` in the child processes)."""
+    return {**env, "OPENBLAS_THREAD_TIMEOUT": "28", "GOMP_SPINCOUNT": "300000",
+            "TENFERRO_BENCH_BASELINE": "1"}
+
+
+def baseline_products() -> None:
+    """Under --baseline: every product threaded as OpenBLAS decides, whatever the load."""
+    if os.environ.get("TENFERRO_BENCH_BASELINE"):
+        import tenferro_numpy.threads as nt
+
+        nt.SMALL_PRODUCT = 0
+        nt.idle_cpus = lambda: None
 
 
 def child_mlp(devices: list[str], steps: int) -> dict:
@@ -48,10 +59,7 @@ def child_mlp(devices: list[str], steps: int) -> dict:
 
     from tenferro_runtime import default_runtime
 
-    if os.environ.get("TENFERRO_BENCH_BASELINE"):
-        import tenferro_numpy.threads as nt
-
-        nt.SMALL_PRODUCT = 0  # every product as OpenBLAS threads it
+    baseline_products()
     rt = default_runtime()
     rt.apply_threads()
     params, x, y = data(np.random.default_rng(0))
@@ -70,7 +78,9 @@ def child_mlp(devices: list[str], steps: int) -> dict:
 
 def run_child(devices: list[str], steps: int, env: dict) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", ",".join(devices), "--steps", str(steps)],
-                         capture_output=True, text=True, env=env, check=True)
+                         capture_output=True, text=True, env=env)
+    if out.returncode:
+        sys.exit(f"the child for {devices} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -78,7 +88,7 @@ def demo_wall(env: dict, loaded: bool) -> float:
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if loaded else None
     try:
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, str(DEMO), "--out", "/tmp/tenferro_bench_threads.safetensors"],
+        subprocess.run([sys.executable, __file__, "--demo", "--out", "/tmp/tenferro_threads.safetensors"],
                        capture_output=True, text=True, env=env, check=True)
         return time.perf_counter() - t0
     finally:
@@ -89,6 +99,13 @@ def demo_wall(env: dict, loaded: bool) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    if sys.argv[1:2] == ["--demo"]:  # the demo itself, in this process (--baseline's switches)
+        import runpy
+
+        baseline_products()
+        sys.argv = [str(DEMO), *sys.argv[2:]]
+        runpy.run_path(str(DEMO), run_name="__main__")
+        return
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--runs", type=int, default=3)

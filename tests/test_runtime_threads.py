@@ -167,12 +167,15 @@ def test_apply_threads_reaches_every_backend_now(restore_threads):
     assert torch.get_num_threads() == want and set(_blas_threads().values()) == {want}
 
 
-def test_small_products_run_on_one_blas_thread(restore_threads):
+def test_small_products_run_on_one_blas_thread(restore_threads, monkeypatch):
+    from tenferro_numpy import threads
     from tenferro_runtime import array_api as xp
     from tenferro_runtime import use_runtime
 
     rt = Runtime.from_entry_points(threads=2)
     numpy_blas = lambda: [n for p, n in _blas_threads().items() if "numpy" in p]  # noqa: E731
+    idle = [2]
+    monkeypatch.setattr(threads, "idle_cpus", lambda: idle[0])
     with use_runtime(rt):
         small = xp.ones((8, 8), dtype=xp.float32, device="numpy:cpu")
         big = xp.ones((256, 256), dtype=xp.float32, device="numpy:cpu")
@@ -180,6 +183,27 @@ def test_small_products_run_on_one_blas_thread(restore_threads):
         assert numpy_blas() == [1]
         assert np.asarray(big @ big)[0, 0] == 256  # 2**24 multiply-adds: no longer small
         assert numpy_blas() == [2]
+        idle[0] = 1  # another process holds a core: a large product leaves it alone
+        threads._STATE.sampled = -1e9  # (the next product samples again)
+        assert np.asarray(big @ big)[0, 0] == 256
+        assert numpy_blas() == [1]
+
+
+def test_idle_cpus_reads_loadavg_less_this_process(tmp_path):
+    import os
+
+    from tenferro_numpy.threads import idle_cpus
+
+    (tmp_path / "loadavg").write_text("2.50 1.00 0.50 3/345 9999\n")
+    tasks = tmp_path / "task"
+    for tid, state in (("1", "R"), ("2", "S")):
+        (tasks / tid).mkdir(parents=True)
+        (tasks / tid / "stat").write_text(f"{tid} (py thon) {state} 1 2 3\n")
+    # three running tasks, one of them this process's: two others
+    assert idle_cpus(str(tmp_path / "loadavg"), str(tasks)) == (os.cpu_count() or 1) - 2
+    assert idle_cpus(str(tmp_path / "missing"), str(tasks)) is None
+    n = idle_cpus()
+    assert n is None or n <= (os.cpu_count() or 1)
 
 
 def test_openblas_workers_give_their_core_back(restore_threads):

@@ -16,7 +16,12 @@ Three causes of slow steps, each fixed here (docs/performance.md, "Threads"):
   (the kernel `NumpyBackend.specialize` wraps for the signature switches NumPy's OpenBLAS
   to one thread and back, only when the count changes).
 - The number itself: at most the runtime's `threads`, through threadpoolctl, for every BLAS
-  library loaded (SciPy's own OpenBLAS is loaded first so the limit reaches it).
+  library loaded (SciPy's own OpenBLAS is loaded first so the limit reaches it); and for a
+  large product no more than the CPUs other processes leave idle (sampled every
+  `LOAD_SAMPLE_S` from /proc/loadavg's running tasks, less this process's own): OpenBLAS's
+  threads wait for each other inside a product by spinning, so one that shares a core with
+  another busy process makes the product wait for time slices (the MLP step 68 ms on two
+  threads next to one CPU-bound process, 7.6 ms on one).
 
 Thread pools are process-wide, so this state is too: one `_STATE`.
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
+from time import monotonic
 from typing import Any
 
 SMALL_PRODUCT = 1 << 24
@@ -35,6 +41,9 @@ thread: below that, handing half to another thread saves less than the hand-off 
 IDLE_SPIN_LOG2 = 4
 """OpenBLAS's thread timeout (log2 of TSC cycles a worker spins before it sleeps; its
 minimum, 4). Measured in docs/performance.md, "Threads"."""
+
+LOAD_SAMPLE_S = 0.1
+"""How often (seconds) a large product looks again at how many CPUs other processes use."""
 
 _AFFIXES = tuple(itertools.product(("", "scipy_"), ("", "64_", "_64")))
 
@@ -47,14 +56,39 @@ class _State:
         self.current: int | None = None
         self.setters: tuple[Any, ...] = ()
         self.respun: dict[str, bool] = {}  # OpenBLAS library -> its pool was restarted
+        self.sampled = -1e9  # time.monotonic() of the last load sample
+        self.large = 1  # threads for a large product: the limit, less the CPUs others hold
 
     def use(self, n: int) -> None:
         for fn in self.setters:
             fn(n)
         self.current = n
 
+    def resample(self, now: float) -> None:
+        self.sampled = now
+        idle = idle_cpus()
+        self.large = self.limit if idle is None else max(1, min(self.limit, idle))
+
 
 _STATE = _State()
+
+
+def idle_cpus(loadavg: str = "/proc/loadavg", tasks: str = "/proc/self/task") -> int | None:
+    """The machine's CPUs less the runnable tasks of other processes (loadavg's running count,
+    less this process's threads that are running now); None where /proc cannot say."""
+    try:
+        with open(loadavg) as f:
+            running = int(f.read().split()[3].partition("/")[0])
+        own = 0
+        for tid in os.listdir(tasks):
+            try:
+                with open(f"{tasks}/{tid}/stat") as f:
+                    own += f.read().rpartition(")")[2].split()[0] == "R"
+            except OSError:  # the thread ended
+                continue
+    except (OSError, ValueError, IndexError):
+        return None
+    return (os.cpu_count() or 1) - max(0, running - max(own, 1))
 
 
 def _symbol(lib: Any, name: str) -> Any:
@@ -123,13 +157,15 @@ def set_threads(n: int) -> None:
             if fn is not None:
                 setters.append(fn)
     _STATE.setters = tuple(setters)
-    _STATE.limit = _STATE.current = n
+    _STATE.limit = _STATE.current = _STATE.large = n
+    _STATE.sampled = -1e9
 
 
 def sized(kernel: Any, macs: int) -> Any:
     """`kernel` (a BLAS product of `macs` multiply-adds per call) run on one thread when it is
-    small, on the runtime's `threads` otherwise; `kernel` itself where there is nothing to
-    switch (no limit applied yet, a limit of 1, or no NumPy OpenBLAS found)."""
+    small, otherwise on the runtime's `threads` less the CPUs other processes keep busy;
+    `kernel` itself where there is nothing to switch (no limit applied yet, a limit of 1, or
+    no NumPy OpenBLAS found)."""
     state = _STATE
     if not state.setters or not state.limit or state.limit == 1:
         return kernel
@@ -142,8 +178,11 @@ def sized(kernel: Any, macs: int) -> Any:
         return one_thread
 
     def all_threads(*args: Any, **kwargs: Any) -> Any:
-        if state.current != state.limit:
-            state.use(state.limit)
+        now = monotonic()
+        if now - state.sampled > LOAD_SAMPLE_S:
+            state.resample(now)
+        if state.current != state.large:
+            state.use(state.large)
         return kernel(*args, **kwargs)
 
     return all_threads

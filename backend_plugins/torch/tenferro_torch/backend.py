@@ -26,9 +26,31 @@ SUPPORTED = frozenset(D.ALL_DTYPES)
 through emulating kernels (`tenferro_torch.ops.unsigned`)."""
 
 
-def _torch() -> Any:
-    import torch
+OMP_SPIN_COUNT = "1000"
+"""GOMP_SPINCOUNT for torch's OpenMP pool when tenferro imports torch (libgomp reads it once,
+when torch loads it). libgomp's default, 300,000 pause loops (~10 ms), keeps idle workers
+busy long after each parallel region: the next numpy:cpu step in the same process, or any
+other busy process, then fights them for the cores, and on a busy machine a spinning worker
+loses its wake-up priority (the MLP step on torch:cpu: 456 ms instead of 10.7 ms next to one
+CPU-bound process). 1000 is what libgomp itself uses once it knows the CPUs are
+oversubscribed. Not applied where the user set GOMP_SPINCOUNT or OMP_WAIT_POLICY, or imported
+torch first."""
 
+
+def _torch() -> Any:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch
+    import os
+
+    mine = not (os.environ.get("GOMP_SPINCOUNT") or os.environ.get("OMP_WAIT_POLICY"))
+    if mine:
+        os.environ["GOMP_SPINCOUNT"] = OMP_SPIN_COUNT
+    try:
+        import torch
+    finally:
+        if mine:  # read by libgomp's constructor; child processes keep their own default
+            del os.environ["GOMP_SPINCOUNT"]
     return torch
 
 
