@@ -84,13 +84,20 @@ def run_child(devices: list[str], steps: int, env: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def demo_wall(env: dict, loaded: bool) -> float:
+def demo_wall(env: dict, loaded: bool) -> tuple[float, float]:
+    """(wall, CPU) seconds of one demo run; CPU (user + system) is the work it did, so a wall
+    time that grows at equal CPU is the scheduler sharing cores, not threads waiting."""
+    import resource
+
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if loaded else None
     try:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         subprocess.run([sys.executable, __file__, "--demo", "--out", "/tmp/tenferro_threads.safetensors"],
                        capture_output=True, text=True, env=env, check=True)
-        return time.perf_counter() - t0
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     finally:
         if hog is not None:
             hog.kill()
@@ -155,10 +162,11 @@ def main() -> None:
               "CPU-bound process running")
         rs = []
         for r in range(args.runs):
-            quiet = demo_wall(env, loaded=False)
-            loaded = demo_wall(env, loaded=True)
+            load = os.getloadavg()[0]
+            (quiet, cpu_q), (loaded, cpu_l) = demo_wall(env, loaded=False), demo_wall(env, loaded=True)
             rs.append(loaded / quiet)
-            print(f"  run {r + 1}: quiet {quiet:5.1f} s, loaded {loaded:5.1f} s ({loaded / quiet:.2f}x)")
+            print(f"  run {r + 1}: quiet {quiet:5.1f} s (CPU {cpu_q:4.1f} s), loaded {loaded:5.1f} s "
+                  f"(CPU {cpu_l:4.1f} s): {loaded / quiet:.2f}x; load average before {load:.2f}")
         print(f"  loaded/quiet {', '.join(f'{x:.2f}' for x in rs)} (goal <= 2.0)")
 
 
