@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from .ad_util import UndefinedPrimal, Zero
 from .api import (
-    grad,
     hessian,
     jacfwd,
     jacrev,
     jvp,
     linearize,
     transpose_graph,
-    value_and_grad,
     vjp,
 )
 from .custom import custom_jvp, custom_vjp
+from .grads import grad, value_and_grad
 from .stop_gradient import stop_gradient
 from .tape import GradientTape
 

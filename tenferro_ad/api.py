@@ -1,4 +1,4 @@
-"""The transformations: jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian.
+"""The transformations: jvp, linearize, vjp, jacfwd, jacrev, hessian (grad: `grads`).
 
 Forward mode runs the JVP trace. Reverse mode is linearize + transpose: the JVP
 trace runs with tangents that are tracers of a Graph trace one level below, so
@@ -240,52 +240,6 @@ def _check_differentiable(tree: Any, argnum: int, name: str) -> None:
                 f"and complex inputs only; convert it with astype(x, float64) or pass it as a "
                 f"non-differentiated argument (argnums)"
             )
-
-
-def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
-    """A function returning (fn(*args), gradient of fn with respect to args[argnums])."""
-    return _value_and_grad(fn, argnums, has_aux, "value_and_grad")
-
-
-def _value_and_grad(fn: Callable, argnums: Any, has_aux: bool, name: str) -> Callable:
-    _check_callable(fn, name)
-    _check_argnums_type(argnums, name)
-
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        nums = _argnums(argnums, len(args), name)
-        for a in nums:
-            _check_differentiable(args[a], a, name)
-
-        def partial(*diff: Any) -> Any:
-            full = list(args)
-            for a, d in zip(nums, diff):
-                full[a] = d
-            return fn(*full, **kwargs)
-
-        res = vjp(partial, *[args[a] for a in nums], has_aux=has_aux)
-        out, vjp_fn = res[0], res[1]
-        if not isinstance(out, Tensor) or out.shape != () or out.dtype.kind not in "f":
-            got = f"{out.dtype}{list(out.shape)}" if isinstance(out, Tensor) else type(out).__name__
-            raise ShapeError(
-                f"grad needs a function returning a real scalar (0-d floating tensor), got {got}; "
-                f"reduce it (e.g. sum) or use vjp/jacrev"
-            )
-        g = vjp_fn(xp.ones_like(out))
-        g = g[0] if isinstance(argnums, int) else g
-        return ((out, res[2]) if has_aux else out), g
-
-    return wrapped
-
-
-def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
-    """The gradient of a real-scalar function with respect to args[argnums]."""
-    vg = _value_and_grad(fn, argnums, has_aux, "grad")
-
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        out, g = vg(*args, **kwargs)
-        return (g, out[1]) if has_aux else g
-
-    return wrapped
 
 
 def _basis(x: Tensor, i: int) -> Tensor:

@@ -10,7 +10,8 @@ from tenferro_core.errors import ArgumentError, MissingRuleError, ShapeError
 from tenferro_core.extension import define_op
 from tenferro_core.params import p_any
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
-from tenferro_runtime.tracing import top_trace
+from tenferro_runtime.tensor import Tensor
+from tenferro_runtime.tracing import BOTTOM, interpreters, top_trace
 
 from .ad_util import Zero, instantiate, is_zero
 from .jvp import JVPTrace
@@ -46,8 +47,13 @@ class custom_jvp:  # noqa: N801  (used as a decorator, like functools.partial)
             )
         split = _split_at_jvp_trace(args)
         if split is None:
-            return self.fun(*args)
+            return _call(self, args)
         trace, in_tree, primals, tangents = split
+        o_leaves, t_leaves, o_tree = self.rule(in_tree, primals, tangents)
+        return tree_unflatten(o_tree, [trace.tracer(p, t) for p, t in zip(o_leaves, t_leaves)])
+
+    def rule(self, in_tree: Any, primals: tuple, tangents: tuple) -> tuple[list, list, Any]:
+        """(output leaves, their tangents, the output's structure) from the user's rule."""
         out, t_out = self.jvp(tree_unflatten(in_tree, primals),
                               tree_unflatten(in_tree, [instantiate(t) for t in tangents]))
         o_leaves, o_tree = tree_flatten(out)
@@ -57,7 +63,7 @@ class custom_jvp:  # noqa: N801  (used as a decorator, like functools.partial)
                 f"custom_jvp rule of {self.fun.__name__!r} must return (output, tangent) of one "
                 f"structure, got {o_tree} and {t_tree}"
             )
-        return tree_unflatten(o_tree, [trace.tracer(p, t) for p, t in zip(o_leaves, t_leaves)])
+        return o_leaves, t_leaves, o_tree
 
 
 class _Residuals:
@@ -163,8 +169,13 @@ class custom_vjp:  # noqa: N801
             )
         split = _split_at_jvp_trace(args)
         if split is None:
-            return self.fun(*args)
+            return _call(self, args)
         trace, in_tree, primals, tangents = split
+        o_leaves, t_out, o_tree = self.rule(in_tree, primals, tangents)
+        return tree_unflatten(o_tree, [trace.tracer(p, t) for p, t in zip(o_leaves, t_out)])
+
+    def rule(self, in_tree: Any, primals: tuple, tangents: tuple) -> tuple[list, list, Any]:
+        """(output leaves, their tangents: one `custom_vjp_lin_p` node, the output's structure)."""
         res = self.fwd(*tree_unflatten(in_tree, primals))
         if not (isinstance(res, tuple) and len(res) == 2):
             raise ArgumentError(
@@ -181,4 +192,69 @@ class custom_vjp:  # noqa: N801
                 f"grad, jacrev); for forward mode (jvp, jacfwd) define it with custom_jvp"
             ),
         )
-        return tree_unflatten(o_tree, [trace.tracer(p, t) for p, t in zip(o_leaves, t_out)])
+        return o_leaves, list(t_out), o_tree
+
+
+def _call(fn: Any, args: tuple) -> Any:
+    """A custom_jvp/custom_vjp function called outside a JVP trace: it runs. Where observers
+    see each op (a GradientTape), the call is then also bound as one `custom_call_p` op on the
+    outputs it gave, so a tape records it with the user's rule (the backward walk reaches that
+    record first; the function's own records then get no cotangent)."""
+    out = fn.fun(*args)
+    stack = interpreters()
+    if stack is BOTTOM or stack.traces or not stack.observers:
+        return out
+    leaves, in_tree = tree_flatten(args)
+    o_leaves, o_tree = tree_flatten(out)
+    if not all(isinstance(x, Tensor) for x in (*leaves, *o_leaves)):
+        return out
+    spec = _CallSpec(fn, in_tree, o_tree, tuple([o._aval for o in o_leaves]))
+    spec.ready = tuple(o_leaves)
+    try:
+        outs = custom_call_p.bind(*leaves, spec=spec)
+    finally:
+        spec.ready = None
+    return tree_unflatten(o_tree, list(outs))
+
+
+class _CallSpec:
+    """A custom function with its argument and output structure (the `custom_call_p` param;
+    equal for equal signatures, so cached derivative graphs are shared). `ready`: the
+    outputs of the call being bound, which its decomposition returns instead of a rerun."""
+
+    __slots__ = ("fn", "in_tree", "out_tree", "out_avals", "ready")
+
+    def __init__(self, fn: Any, in_tree: Any, out_tree: Any, out_avals: tuple):
+        self.fn, self.in_tree, self.out_tree, self.out_avals = fn, in_tree, out_tree, out_avals
+        self.ready: tuple | None = None
+
+    def _key(self) -> tuple:
+        return (id(self.fn), self.in_tree, self.out_tree, self.out_avals)
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is _CallSpec and other._key() == self._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+def _call_shape(*avals: Any, spec: _CallSpec) -> tuple:
+    return tuple((a.shape, a.dtype) for a in spec.out_avals)
+
+
+def _call_run(*leaves: Any, spec: _CallSpec) -> tuple:
+    if spec.ready is not None:
+        return spec.ready
+    return tuple(tree_flatten(spec.fn.fun(*tree_unflatten(spec.in_tree, leaves)))[0])
+
+
+custom_call_p = define_op(
+    "tenferro_ad.custom_call.v1", _call_shape, payload={"spec": (p_any, None)}, nin=None,
+    multiple_results=True, decomposition=_call_run,
+    doc="A custom_jvp/custom_vjp function called eagerly where a GradientTape records.",
+)
+
+
+def custom_call_jvp(primals: tuple, tangents: tuple, *, spec: _CallSpec) -> tuple:
+    o_leaves, t_leaves, _ = spec.fn.rule(spec.in_tree, primals, tangents)
+    return tuple(o_leaves), tuple(t_leaves)

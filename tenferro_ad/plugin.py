@@ -6,7 +6,7 @@ from tenferro_core.catalog.cost import ZERO, Cost, io_bytes
 from tenferro_core.plugins import hookimpl
 
 from .call_rules import call_jvp, call_transpose, fused_jvp
-from .custom import _lin_transpose, custom_vjp_lin_p
+from .custom import _lin_transpose, custom_call_jvp, custom_call_p, custom_vjp_lin_p
 from .rules import elementwise, structural
 from .stop_gradient import _jvp as _stop_gradient_jvp
 from .stop_gradient import stop_gradient_p, strip_stop_gradient
@@ -26,6 +26,9 @@ def tenferro_register(registry) -> None:
     registry.add_op(custom_vjp_lin_p)
     registry.add_rule("transpose", custom_vjp_lin_p, _lin_transpose)
     registry.add_rule("cost", custom_vjp_lin_p, _lin_cost)
+    registry.add_op(custom_call_p)
+    registry.add_rule("jvp", custom_call_p, custom_call_jvp)
+    registry.add_rule("cost", custom_call_p, lambda i, o, **p: ZERO)  # its own ops are costed
     registry.add_rule("jvp", "call", call_jvp)  # compiled functions (tenferro_runtime.compile)
     registry.add_rule("transpose", "call", call_transpose)
     registry.add_rule("jvp", "fused", fused_jvp)

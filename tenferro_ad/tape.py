@@ -104,8 +104,10 @@ class GradientTape(tracing.Observer):
             return
         outs = out if type(out) is tuple else (out,)
         for o in outs:
-            if id(o) in live:
-                return  # produced by ops already recorded (a decomposition ran them)
+            if id(o) in live:  # produced by ops already recorded (a decomposition ran them)
+                if not _own_rules(prim, args):
+                    return  # those ops are differentiated
+                break  # the op's own rules: its record takes the cotangents first
         self._records.append((prim, args, params, outs))
         for o in outs:
             if isinstance(o, Tensor) and o._aval.dtype.kind in "fc":
@@ -206,6 +208,17 @@ class GradientTape(tracing.Observer):
                         prev = ct.get(k)
                         ct[k] = g if prev is None else add_tangents(prev, g)
         return [instantiate(ct[id(s)]) if id(s) in ct else xp.zeros_like(s) for s in s_leaves]
+
+
+def _own_rules(prim: Any, args: tuple) -> bool:
+    """Whether `prim` has derivative rules of its own (jvp, vjp, or linearity), which the
+    traced transformations use instead of its decomposition: the backward walk then reaches
+    the op's record first and pops its outputs' cotangents, and its decomposition's records,
+    left without any, are skipped."""
+    if prim.linear:
+        return True
+    runtime = args[0]._aval.device.runtime
+    return runtime.rule("jvp", prim) is not None or runtime.rule("vjp", prim) is not None
 
 
 def _as_list(out: Any) -> list:

@@ -94,3 +94,64 @@ def test_identity_reductions_and_views_do_not_copy_needlessly():
     assert t._buf.data_ptr() == x._buf.data_ptr()
     c = lax.copy(x)
     assert c._buf.data_ptr() != x._buf.data_ptr()
+
+
+# ---- select without branches (select_bits) and 2-D dot_general ---------------------------
+
+_SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.25, 5e-324, 1e300]
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int16", "int32", "int64", "float16",
+                                   "bfloat16", "float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("layout", ["dense", "transposed", "broadcast"])
+def test_select_is_bitwise_where(dtype, layout):
+    """select on the CPU gives exactly np.where's bits (NaN payloads, signed zeros), whatever
+    the operands' layout (select_bits takes same-width integer views)."""
+    rng = np.random.default_rng(3)
+    shape = (6, 5)
+    dt = D.as_dtype(dtype)
+
+    def values():
+        if dt.kind == "b":
+            return rng.random(shape) < 0.5
+        if dt.kind in "iu":
+            info = np.iinfo(dt.numpy)
+            return rng.integers(info.min, info.max, shape, endpoint=True, dtype=dt.numpy)
+        a = rng.choice(np.array(_SPECIALS), shape)
+        if dt.kind == "c":
+            c = np.empty(shape, np.complex128)
+            c.real, c.imag = a, rng.choice(np.array(_SPECIALS), shape)
+            a = c
+        with np.errstate(over="ignore"):
+            return a.astype(dt.numpy)
+
+    pred = rng.random(shape) < 0.5
+    a, b = values(), values()
+    x, y, p = on(a), on(b), on(pred)
+    if layout == "transposed":
+        x, y, p = (lax.transpose(on(np.ascontiguousarray(v.T)), permutation=(1, 0)) for v in (a, b, pred))
+    elif layout == "broadcast":
+        b = np.broadcast_to(b[:1], shape)
+        y = lax.broadcast_in_dim(on(b[0]), shape=shape, broadcast_dimensions=(1,))
+    out = lax.select(p, x, y).numpy()
+    want = np.where(pred, a, b)
+    assert out.dtype == want.dtype
+    width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.uint64}[want.itemsize]
+    np.testing.assert_array_equal(np.ascontiguousarray(out).view(width), want.view(width))
+
+
+@pytest.mark.parametrize(("lshape", "rshape", "dims"), [
+    ((4, 3), (5, 3), ((1,), (1,))),   # x @ w.T (a linear layer)
+    ((3, 4), (3, 5), ((0,), (0,))),   # x.T @ g (a weight gradient)
+    ((3, 4), (5, 3), ((0,), (1,))),   # both transposed
+    ((2, 3, 4), (4, 3, 5), ((1, 2), (1, 0))),  # several contracting axes
+    ((0, 3), (3, 2), ((1,), (0,))),  # empty
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_unbatched_dot_general_is_one_2d_product(lshape, rshape, dims, dtype):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(lshape).astype(dtype) * 3
+    b = rng.standard_normal(rshape).astype(dtype) * 3
+    out = lax.dot_general(on(a), on(b), contracting_dims=dims, batch_dims=((), ()))
+    want = np.tensordot(a.astype(np.float64), b.astype(np.float64), axes=dims)
+    np.testing.assert_allclose(out.numpy(), want.astype(dtype), rtol=1e-5, atol=1e-4)

@@ -21,6 +21,8 @@ def specialize(name: str, in_avals: tuple, out_avals: tuple) -> Any:
     uint16/32/64, else the by-kind implementation for the first operand's kind."""
     if name in unsigned.KERNELS and (unsigned.involved(in_avals) or unsigned.involved(out_avals)):
         return unsigned.KERNELS[name]
+    if name == "select":
+        return elementwise.select_kernel(in_avals)
     kernel = KERNELS[name]
     table = getattr(kernel, "by_kind", None)
     if table is not None and in_avals:

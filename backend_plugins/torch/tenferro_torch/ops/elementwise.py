@@ -179,6 +179,30 @@ _TRANSCENDENTAL = {name: _dense(fn) for name, fn in {
 }.items()}
 
 
+_SAME_WIDTH_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def select_bits(pred, on_true, on_false):
+    """`select` on the CPU without branches. torch.where branches per element there: 2-5 ns
+    an element when the predicate is random (a ReLU mask), ten times a memory-bound pass.
+    Selecting the bits instead, ``b ^ ((a ^ b) * pred)`` on same-width integer views, is three
+    vectorized passes and exact for every value (NaN payloads and signed zeros included)."""
+    ints = _SAME_WIDTH_INT[on_true.element_size()]
+    b = on_false.view(ints)
+    r = torch.bitwise_xor(on_true.view(ints), b)
+    r.mul_(pred)
+    r.bitwise_xor_(b)
+    return r.view(on_true.dtype)
+
+
+def select_kernel(avals: tuple):
+    """The `select` kernel for one signature: `select_bits` on the CPU for elements of 1 to 8
+    bytes, torch.where elsewhere (CUDA's is branch-free already)."""
+    on_true = avals[1]
+    cpu = on_true.device is None or on_true.device.id == "cpu"
+    return select_bits if cpu and on_true.dtype.itemsize in _SAME_WIDTH_INT else torch.where
+
+
 KERNELS = {
     "neg": by_kind(iuf=torch.neg, c=_pairs(torch.neg)), "abs": torch.abs,
     "sign": by_kind(iu=torch.sign, f=_float_sign, c=torch.sgn),

@@ -85,8 +85,12 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
     m = [lhs.shape[i] for i in lf]
     n = [rhs.shape[i] for i in rf]
     k = math.prod([lhs.shape[i] for i in lc])
-    a = lhs.permute(list(lb) + lf + list(lc)).reshape(math.prod(bshape), math.prod(m), k)
-    b = rhs.permute(list(rb) + list(rc) + rf).reshape(math.prod(bshape), k, math.prod(n))
+    if lb:
+        a = lhs.permute(list(lb) + lf + list(lc)).reshape(math.prod(bshape), math.prod(m), k)
+        b = rhs.permute(list(rb) + list(rc) + rf).reshape(math.prod(bshape), k, math.prod(n))
+    else:  # one 2-D product (mm on transposed views: BLAS takes them as they are, no copies)
+        a = lhs.permute(lf + list(lc)).reshape(math.prod(m), k)
+        b = rhs.permute(list(rc) + rf).reshape(k, math.prod(n))
     out = torch.matmul(a, b) if native else int_matmul(a, b)
     return out.reshape(bshape + m + n)
 
