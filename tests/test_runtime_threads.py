@@ -20,6 +20,7 @@ from tenferro_runtime.threads import (
 )
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
+torch = pytest.importorskip("torch")
 
 
 def _cgroup(tmp_path, v2=None, quota=None, period=None) -> dict:
@@ -101,8 +102,6 @@ def test_a_bad_variable_is_a_value_error_naming_it(text):
     (True, ArgumentError, TypeError), ("2", ArgumentError, TypeError),
 ])
 def test_a_bad_argument_is_typed_and_changes_nothing(value, error, builtin):
-    import torch
-
     before = (torch.get_num_threads(), _blas_threads())
     with pytest.raises(error) as info:
         Runtime.from_entry_points(threads=value)
@@ -130,8 +129,6 @@ def _blas_threads() -> dict[str, int]:
 @pytest.fixture
 def restore_threads():
     """Put BLAS and torch back as they were (other tests share this process)."""
-    import torch
-
     from tenferro_numpy.backend import NumpyBackend
 
     torch_before, blas_before = torch.get_num_threads(), _blas_threads()
@@ -145,8 +142,6 @@ def _other(n: int) -> int:
 
 
 def test_the_setting_reaches_threadpoolctl_and_torch(restore_threads):
-    import torch
-
     want = _other(torch.get_num_threads())
     rt = Runtime.from_entry_points(threads=want)
     assert rt.threads == want
@@ -159,8 +154,6 @@ def test_the_setting_reaches_threadpoolctl_and_torch(restore_threads):
 
 
 def test_apply_threads_reaches_every_backend_now(restore_threads):
-    import torch
-
     want = _other(torch.get_num_threads())
     rt = Runtime.from_entry_points(threads=want)
     assert {"numpy", "torch"} <= set(rt.apply_threads())
@@ -226,3 +219,21 @@ def _user_timeout() -> list[str]:
     import os
 
     return [os.environ[k] for k in ("OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT") if k in os.environ]
+
+
+def test_torch_is_imported_with_a_short_openmp_spin_and_the_environment_restored():
+    """libgomp reads GOMP_SPINCOUNT when torch loads it: the torch backend sets it for that
+    import only (child processes keep their own default), and leaves a user's setting."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys; from tenferro_torch import backend as b; b._torch(); "
+            "print('torch' in sys.modules, os.environ.get('GOMP_SPINCOUNT'))")
+    env = {k: v for k, v in __import__("os").environ.items()
+           if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    assert out.stdout.split() == ["True", "None"]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**env, "GOMP_SPINCOUNT": "5000"})
+    assert out.stdout.split() == ["True", "5000"]

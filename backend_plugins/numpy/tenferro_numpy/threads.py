@@ -132,15 +132,34 @@ def _short_spin(lc: Any) -> bool:
     return True
 
 
+def _load_scipy_blas() -> None:
+    """Load the OpenBLAS a SciPy wheel bundles (``scipy.libs/``) without importing SciPy
+    (0.2 s, and the numpy backend's first device must stay cheap), so the limit and the idle
+    spin reach it before SciPy uses it: SciPy's modules later get the same loaded library.
+    Nothing to do where SciPy links the system's BLAS (NumPy's, already loaded) or is absent."""
+    import ctypes
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("scipy")  # finds, does not import
+    except (ImportError, ValueError):
+        return
+    if spec is None or not spec.submodule_search_locations:
+        return
+    for path in sorted((Path(next(iter(spec.submodule_search_locations))).parent / "scipy.libs")
+                       .glob("libscipy_openblas*.so*")):
+        try:
+            ctypes.CDLL(str(path))
+        except OSError:
+            continue
+
+
 def set_threads(n: int) -> None:
     """Use at most `n` threads in every loaded BLAS library (NumPy's and SciPy's OpenBLAS),
     with the short idle spin, and remember `n` for the per-product choice."""
     import threadpoolctl
 
-    try:
-        import scipy.linalg  # noqa: F401  (loads SciPy's own OpenBLAS, so the limit reaches it)
-    except ImportError:
-        pass
+    _load_scipy_blas()
     controllers = [lc for lc in threadpoolctl.ThreadpoolController().lib_controllers
                    if lc.user_api == "blas"]
     numpy_dirs = _numpy_dirs()
