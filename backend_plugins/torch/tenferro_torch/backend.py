@@ -37,10 +37,22 @@ oversubscribed. Not applied where the user set GOMP_SPINCOUNT or OMP_WAIT_POLICY
 torch first."""
 
 
+_PENDING_THREADS: list[int] = []  # a `set_threads` made before torch was imported
+
+
 def _torch() -> Any:
     torch = sys.modules.get("torch")
-    if torch is not None:
-        return torch
+    if torch is None:
+        torch = _import_torch()
+    if _PENDING_THREADS:
+        n = _PENDING_THREADS.pop()
+        _PENDING_THREADS.clear()
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+    return torch
+
+
+def _import_torch() -> Any:
     import os
 
     mine = not (os.environ.get("GOMP_SPINCOUNT") or os.environ.get("OMP_WAIT_POLICY"))
@@ -93,16 +105,18 @@ class TorchBackend:
         plugins registered for this backend are returned as they are)."""
         if getattr(kernel, "torch_primitive", None) != name:
             return kernel
+        _torch()  # imported with this backend's settings
         from .ops import specialize
 
         return specialize(name, in_avals, out_avals)
 
     def set_threads(self, n: int) -> None:
         """Use at most `n` threads in torch's intra-op pool (OpenMP, MKL, oneDNN):
-        `torch.set_num_threads` (process-wide; the inter-op pool is left as torch set it)."""
-        torch = _torch()
-        if torch.get_num_threads() != n:
-            torch.set_num_threads(n)
+        `torch.set_num_threads` (process-wide; the inter-op pool is left as torch set it),
+        now if torch is imported, else when this backend first imports it."""
+        _PENDING_THREADS.append(n)
+        if "torch" in sys.modules:  # else when the backend first uses torch (importing it is slow)
+            _torch()
 
     # ---- transfer ----------------------------------------------------------
     def from_host(self, array: np.ndarray, device: str) -> Any:
