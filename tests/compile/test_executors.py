@@ -110,9 +110,13 @@ def test_a_registered_executor_runs_when_named_or_when_it_is_the_devices_default
         used = how in ("named", "default")
         assert exe.kind == ("counting" if used else "plan")
         assert seen == (["numpy:cpu"] if used else [])
-        g = tenferro_ad.grad(lambda x: xp.sum(c(x, y)[0]))(x)  # derived callees keep the executor
+        out, back = tenferro_ad.vjp(lambda x: xp.sum(c(x, y)[0]), x)  # derived callees keep the executor
+        g = back(xp.ones_like(out))[0]
         np.testing.assert_allclose(g.numpy(), tenferro_ad.grad(lambda x: xp.sum(f(x, y)[0]))(x).numpy())
         assert len(seen) == (3 if used else 0)  # the call, then the JVP's primal and transpose
+        g = tenferro_ad.grad(lambda x: xp.sum(c(x, y)[0]))(x)  # eager grad: the call runs on a tape
+        np.testing.assert_allclose(g.numpy(), tenferro_ad.grad(lambda x: xp.sum(f(x, y)[0]))(x).numpy())
+        assert len(seen) == (3 if used else 0)  # the call's executable again; the backward: a tape plan
 
 
 def test_an_unknown_executor_is_refused_when_compiling_and_names_the_installed_ones():

@@ -100,9 +100,16 @@ class TorchBackend:
 
         return KERNELS
 
-    def specialize(self, name: str, kernel: Any, in_avals: tuple, out_avals: tuple) -> Any:
+    def specialize(self, name: str, kernel: Any, in_avals: tuple, out_avals: tuple,
+                   params: dict | None = None) -> Any:
         """The real torch kernel for this signature in place of the lazy stub (kernels other
-        plugins registered for this backend are returned as they are)."""
+        plugins registered for this backend are returned as they are); a `fused` group's
+        code is generated here, once per group (fusion.py)."""
+        if name == "fused" and getattr(kernel, "torch_primitive", None) == name and params:
+            _torch()
+            from .fusion import specialized
+
+            return specialized(params["graph"])
         if getattr(kernel, "torch_primitive", None) != name:
             return kernel
         _torch()  # imported with this backend's settings

@@ -29,4 +29,13 @@ def _stub(name: str) -> Callable[..., Any]:
     return kernel
 
 
+def _fused(*bufs: Any, graph: Any) -> tuple:
+    from .fusion import fused_kernel
+
+    return fused_kernel(*bufs, graph=graph)
+
+
+_fused.torch_primitive = "fused"
+
 KERNELS: dict[str, Callable[..., Any]] = {p.name: _stub(p.name) for p in catalog.PRIMITIVES}
+KERNELS["fused"] = _fused  # elementwise groups of compiled graphs (fusion.py)

@@ -1,0 +1,144 @@
+"""The torch kernel for `fused`: a group's nodes as generated Python in which an elementwise
+result is written in place into an intermediate of the group whose value is dead
+(``s3.mul_(b1)``) instead of a new tensor per node.
+
+On the CPU a new result of a few MB is a fresh allocation whose pages fault on first touch:
+``torch.add(a, b)`` on 512x784 float32 takes twice as long as ``a.add_(b)``. In-place forms
+run the same TensorIterator loops on the same operands, so the bits are those of the group's
+kernels node by node. Only the group's own results are written: they are dense (new tensors
+from torch's elementwise functions), are no output of the group, and no view of them was
+taken (a node other than the in-place-capable functions may return a view of its operands,
+so its operands are never written again). Transcendental functions keep their kernels (their
+vectorized and scalar loops round differently, see ops/elementwise.py `_dense`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .ops import elementwise
+
+# torch function -> its in-place method (same dtype in and out: tenferro's arithmetic is
+# homogeneous); a result of one of these (or of `FRESH`) is a new dense tensor
+_INPLACE = {torch.add: "add_", torch.sub: "sub_", torch.mul: "mul_", torch.div: "div_",
+            torch.neg: "neg_", torch.sqrt: "sqrt_", torch.abs: "abs_", torch.maximum: None,
+            torch.minimum: None}
+_COMMUTATIVE = frozenset((torch.add, torch.mul))
+_FRESH = frozenset((elementwise.select_bits,))
+
+
+def fused_kernel(*bufs: Any, graph: Any) -> tuple:
+    """The group `graph`'s outputs on `bufs`, one buffer each."""
+    return graph.derived("torch_fused", lambda: _compile(graph))[0](*bufs)
+
+
+def specialized(graph: Any) -> Any:
+    """The kernel for the group `graph` alone, its code generated now (the dispatch entry that
+    keeps it is keyed by the graph)."""
+    run = graph.derived("torch_fused", lambda: _compile(graph))[0]
+
+    def fused_group(*bufs: Any, graph: Any) -> tuple:
+        return run(*bufs)
+
+    return fused_group
+
+
+def generated_source(graph: Any) -> str:
+    """The Python source the fused kernel runs for `graph` (for debugging)."""
+    return graph.derived("torch_fused", lambda: _compile(graph))[1]
+
+
+def _kernels(graph: Any) -> list | None:
+    """Each node's torch kernel for its signature, or None where a node has none (an
+    extension op whose decomposition runs)."""
+    avals = [v.aval for v in (*graph.inputs, *graph.consts)]
+    device = avals[0].device if avals else None
+    if device is None:
+        return None
+    out = []
+    for n in graph.nodes:
+        k = device.kernels.get(n.prim)
+        if k is None:
+            return None
+        if device.specialize is not None:
+            ins, outs = tuple(v.aval for v in n.inputs), tuple(v.aval for v in n.outputs)
+            k = (device.specialize(n.prim.name, k, ins, outs, params=n.params)
+                 if device.specialize_params else device.specialize(n.prim.name, k, ins, outs))
+        out.append(k)
+    return out
+
+
+def _compile(graph: Any) -> tuple[Any, str]:
+    """(the generated function, its source) for `graph`."""
+    from tenferro_runtime.graph import Var
+
+    kernels = _kernels(graph)
+    if kernels is None:
+        return _via_eval(graph), "# eval_graph (a node has no torch kernel)"
+    glb: dict[str, Any] = {"__name__": __name__}
+    names: dict[Any, str] = {}
+    args = [f"b{i}" for i in range(len(graph.inputs))]
+    names.update(zip(graph.inputs, args))
+    for j, (v, c) in enumerate(graph.consts.items()):
+        glb[f"c{j}"], names[v] = c._buf, f"c{j}"
+    end = len(graph.nodes)
+    outputs = {v for v in graph.outputs if isinstance(v, Var)}
+    last = {v: end for v in outputs}
+    for i, n in enumerate(graph.nodes):
+        for v in n.inputs:
+            last[v] = max(last.get(v, i), i)
+    owned: set = set()  # the group's own dense results, no view of them taken
+    lines = [f"def fused({', '.join(args)}):"]
+    for i, (node, k) in enumerate(zip(graph.nodes, kernels)):
+        ins, a = node.inputs, [names[x] for x in node.inputs]
+        out = node.outputs[0] if len(node.outputs) == 1 else None
+        method = _INPLACE.get(k) if out is not None and not node.params else None
+        if method:
+            order = [0, 1] if k in _COMMUTATIVE and len(ins) == 2 else [0]
+            target = next((j for j in order if ins[j] in owned and last[ins[j]] == i
+                           and ins[j] not in outputs and ins[j].aval is out.aval), None)
+            if target is not None:
+                rest = [a[j] for j in range(len(ins)) if j != target]
+                lines.append(f"    {a[target]}.{method}({', '.join(rest)})")
+                names[out] = a[target]
+                owned.add(out)
+                continue
+        glb[f"k{i}"] = k
+        call = f"k{i}({', '.join(a)}"
+        if node.params:
+            glb[f"p{i}"] = node.params
+            call += f", **p{i}" if a else f"**p{i}"
+        outs = [f"v{i}_{j}" for j in range(len(node.outputs))]
+        target = ", ".join(outs) + ("," if node.prim.multiple_results and len(outs) == 1 else "")
+        lines.append(f"    {target or '_'} = {call})")
+        names.update(zip(node.outputs, outs))
+        if out is not None and (k in _INPLACE or k in _FRESH) and not node.params:
+            owned.add(out)
+        else:  # the result may be a view of an operand: never write those again
+            owned.difference_update(ins)
+    res = []
+    for j, v in enumerate(graph.outputs):
+        if not isinstance(v, Var):  # a constant output
+            glb[f"o{j}"] = v._buf
+        res.append(names[v] if isinstance(v, Var) else f"o{j}")
+    lines.append(f"    return ({', '.join(res)}{',' if len(res) == 1 else ''})")
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, f"<tenferro_torch fused group {id(graph):#x}>", "exec"), glb)
+    return glb["fused"], src
+
+
+def _via_eval(graph: Any) -> Any:
+    """The group evaluated node by node through the runtime (a node has no torch kernel)."""
+    from tenferro_runtime.graph import eval_graph
+    from tenferro_runtime.tensor import Tensor
+
+    def run(*bufs: Any) -> tuple:
+        ts = [Tensor._new(b, v.aval) for b, v in zip(bufs, graph.inputs)]
+        return tuple(t._buf for t in eval_graph(graph, *ts))
+
+    return run
+
+
+__all__ = ["fused_kernel", "generated_source", "specialized"]
