@@ -34,11 +34,14 @@ _EXACT = frozenset(getattr(np, n) for n in (
     "minimum", "sqrt", "sign", "floor", "ceil", "trunc", "rint", "equal", "not_equal", "less",
     "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor",
     "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "fmod", "isnan", "isinf",
-    "isfinite"))
+    "isfinite", "left_shift", "right_shift"))
+# shifts whose kernel is this ufunc where every shift count is in [0, bits): by a constant
+# count (the rotations of the threefry random bits, for instance) the node is the ufunc
+_SHIFTS = {"shift_left": np.left_shift, "shift_right": np.right_shift}
 # NumPy deprecates a positional out for these
 _KEYWORD_OUT = frozenset((np.maximum, np.minimum))
 # kernels whose result is always a new array (C-ordered for C-ordered operands)
-_FRESH = (np.where, K._convert, K._clamp, K._div, K._rem, K._pow, K._rsqrt, K._logistic)
+_FRESH = (np.where, K._select, K._convert, K._clamp, K._div, K._rem, K._pow, K._rsqrt, K._logistic)
 
 
 def fused_kernel(*bufs: Any, graph: Any) -> tuple:
@@ -82,6 +85,21 @@ def _ufunc(kernel: Any, dtype: np.dtype) -> tuple[Any, bool] | None:
         return kernel.func, False
     uf, kinds = next((u for k, u in _ERRSTATE_UFUNCS.items() if k is kernel), (None, ""))
     return (uf, True) if dtype.kind in kinds else None
+
+
+def _node_ufunc(graph: Any, node: Any, kernel: Any) -> tuple[Any, bool] | None:
+    """`_ufunc` of the node's kernel, or the shift ufunc of a shift by constant in-range counts."""
+    if not node.inputs or len(node.outputs) != 1:
+        return None
+    dtype = node.inputs[0].aval.dtype.numpy
+    uf = _SHIFTS.get(node.prim.name)
+    if uf is not None:
+        count = graph.consts.get(node.inputs[1])
+        if (count is None or dtype.kind not in "iu" or count._buf.dtype != dtype
+                or not np.all((count._buf >= 0) & (count._buf < dtype.itemsize * 8))):
+            return None
+        return uf, False
+    return _ufunc(kernel, dtype)
 
 
 def _kernel_table(graph: Any) -> Any:
@@ -133,7 +151,7 @@ def _layout_exact(graph: Any, kernels: list) -> bool:
     for node, k in zip(graph.nodes, kernels):
         if k is K._broadcast_in_dim:
             continue
-        uf = _ufunc(k, node.inputs[0].aval.dtype.numpy) if node.inputs else None
+        uf = _node_ufunc(graph, node, k)
         kinds = {v.aval.dtype.numpy.char for v in (*node.inputs, *node.outputs)}
         if uf is None or uf[0] not in _EXACT or len(node.outputs) != 1 or not kinds <= set("?bBhHiIlLqQfd"):
             return False
@@ -186,7 +204,7 @@ def _body(graph: Any, kernels: list, glb: dict, names: dict, reuse: bool,
         a = [names[x] for x in ins]
         inner = frozenset().union(*(alias.get(x, frozenset()) for x in ins))
         out = node.outputs[0] if len(node.outputs) == 1 else None
-        uf = _ufunc(k, ins[0].aval.dtype.numpy) if out is not None and ins else None
+        uf = _node_ufunc(graph, node, k)
         if uf is not None and reuse:
             quiet |= uf[1]
             glb[uf[0].__name__] = uf[0]

@@ -109,6 +109,37 @@ def _shift(fn, left):
     return kernel
 
 
+# unsigned integers of each itemsize a branchless select moves elements' bits as
+_BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_SIGNED = {2: np.int16, 4: np.int32, 8: np.int64}
+# from this many elements the bitwise select beats np.where on an unpredictable mask (whose
+# per-element branch mispredicts: 300 us on a 128x512 ReLU mask, 40 us bitwise)
+SELECT_BITWISE_MIN = 4096
+
+
+def _select(pred, on_true, on_false):
+    """np.where(pred, on_true, on_false) with the same bits; large operands without branches:
+    ``f ^ ((t ^ f) & mask)`` on the elements' bits, mask all ones where pred holds."""
+    dt = on_true.dtype
+    n = max(pred.size, on_true.size, on_false.size)
+    if (n < SELECT_BITWISE_MIN or dt != on_false.dtype or dt.itemsize not in _BITS or dt.kind not in "fiuc"
+            or pred.dtype != np.bool_):
+        return np.where(pred, on_true, on_false)
+    u = _BITS[dt.itemsize]
+    mask = pred.astype(_SIGNED[dt.itemsize])
+    np.negative(mask, out=mask)  # 1 -> all bits set
+    return _select_into(mask.view(u), on_true.view(u), on_false.view(u), dt)
+
+
+def _select_into(mask, t, f, dt):
+    out = np.empty(np.broadcast_shapes(mask.shape, t.shape, f.shape), dt)
+    bits = out.view(mask.dtype)
+    np.bitwise_xor(t, f, out=bits)
+    np.bitwise_and(bits, mask, out=bits)
+    np.bitwise_xor(bits, f, out=bits)
+    return out
+
+
 def _clamp(lo, x, hi):
     return np.minimum(np.maximum(x, lo), hi, out=...)
 
@@ -226,13 +257,16 @@ def _full(*, shape, fill_value, dtype, device):
 
 
 def _reducer(fn, keep_dtype, elementwise=None):
-    """A reduction kernel; `elementwise` (max, min, and, or: exact in any order) reduces a few
-    elements per output by combining slices, which NumPy's reduce is 10-20x slower at (each
-    output pays its inner-loop set-up: pooling windows, for instance)."""
+    """A reduction kernel; `elementwise` (max, min, and, or: exact in any order; add: the
+    window's elements summed in order, as accurate as NumPy's pairwise sum for at most 16
+    terms, not always its bits) reduces a few elements per output by combining slices, which
+    NumPy's reduce is 10-20x slower at (each output pays its inner-loop set-up: pooling
+    windows and their gradients' tie counts, for instance)."""
 
     def kernel(x, *, axes):
         with np.errstate(**_QUIET):
-            if elementwise is not None and _few_per_output(x.shape, axes):
+            if (elementwise is not None and _few_per_output(x.shape, axes)
+                    and not (elementwise is np.add and x.dtype == np.float16)):  # NumPy sums it in float32
                 return _by_slices(elementwise, x, axes)
             if keep_dtype:
                 return np.asarray(fn(x, axis=axes, dtype=x.dtype))
@@ -248,10 +282,13 @@ def _few_per_output(shape: tuple, axes: tuple) -> bool:
 
 def _by_slices(op, x, axes):
     for ax in sorted(axes, reverse=True):
-        out = None
-        for i in range(x.shape[ax]):
-            s = x[(slice(None),) * ax + (i,)]
-            out = s.copy() if out is None else op(out, s, out=out)
+        lead = (slice(None),) * ax
+        if x.shape[ax] == 1:
+            x = x[lead + (0,)]
+            continue
+        out = op(x[lead + (0,)], x[lead + (1,)])
+        for i in range(2, x.shape[ax]):
+            op(out, x[lead + (i,)], out=out)
         x = out
     return x
 
@@ -363,7 +400,7 @@ KERNELS = {
     "bitwise_and": _uf(np.bitwise_and), "bitwise_or": _uf(np.bitwise_or),
     "bitwise_xor": _uf(np.bitwise_xor),
     "shift_left": _shift(np.left_shift, True), "shift_right": _shift(np.right_shift, False),
-    "select": np.where, "clamp": _clamp,
+    "select": _select, "clamp": _clamp,
     "reshape": lambda x, *, new_sizes: np.reshape(x, new_sizes),
     "transpose": lambda x, *, permutation: np.transpose(x, permutation),
     "broadcast_in_dim": _broadcast_in_dim, "convert": _convert,
@@ -373,7 +410,7 @@ KERNELS = {
     "reverse": lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x,
     "gather": _gather, "scatter": _scatter_kernel(False), "scatter_add": _scatter_kernel(True),
     "iota": _iota, "full": _full, "copy": lambda x: np.array(x, copy=True),
-    "reduce_sum": _reducer(np.sum, True), "reduce_prod": _reducer(np.prod, True),
+    "reduce_sum": _reducer(np.sum, True, np.add), "reduce_prod": _reducer(np.prod, True),
     "reduce_max": _reducer(np.max, False, np.maximum), "reduce_min": _reducer(np.min, False, np.minimum),
     "reduce_and": _reducer(np.all, False, np.logical_and),
     "reduce_or": _reducer(np.any, False, np.logical_or),

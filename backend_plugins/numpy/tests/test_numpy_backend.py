@@ -144,3 +144,118 @@ def test_reductions_over_few_elements_per_output_match_numpy(outer, window, stri
     for name, reduce_ in ops.items():
         got = reduce_(xp.asarray(a), axes=axes).numpy()
         np.testing.assert_array_equal(got, getattr(np, name)(a, axis=axes))
+
+
+@settings(max_examples=40)
+@given(outer=st.lists(st.integers(1, 9), min_size=1, max_size=3),
+       window=st.lists(st.integers(1, 4), min_size=1, max_size=2), strided=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64, np.float16, np.int16, np.complex64]),
+       seed=st.integers(0, 2**16))
+def test_sums_over_few_elements_per_output_match_numpy(outer, window, strided, dtype, seed):
+    """reduce_sum over pooling windows (a maximum's tie counts in its gradient) adds slices:
+    NumPy's sum to rounding (float16 keeps NumPy's float32 accumulation, integers wrap alike)."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal([128 if strided else 64, *outer, *window]) * 3
+    a = (a + 1j * a[::-1] if dtype == np.complex64 else a).astype(dtype)
+    if strided:
+        a = a[::2]
+    axes = tuple(range(a.ndim - len(window), a.ndim))
+    got = lax.reduce_sum(xp.asarray(a), axes=axes).numpy()
+    want = np.sum(a, axis=axes, dtype=dtype)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if dtype == np.float16 or a.dtype.kind in "iu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5 if a.real.dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+def _select_operands(draw):
+    dtype = draw(st.sampled_from([np.float16, np.float32, np.float64, np.int8, np.int32, np.uint64,
+                                  np.complex64, np.complex128, np.bool_]))
+    shape = tuple(draw(st.lists(st.integers(0, 5), min_size=0, max_size=3)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    specials = np.array([np.nan, -np.nan, np.inf, -np.inf, -0.0, 0.0])
+
+    def operand():
+        raw = rng.standard_normal((2, *shape[::-1])) * 3
+        if dtype().dtype.kind == "f":
+            raw.flat[rng.integers(0, raw.size, raw.size // 3 + 1) if raw.size else []] = rng.choice(
+                specials, raw.size // 3 + 1) if raw.size else []
+        a = raw[0] + 1j * raw[1] if np.dtype(dtype).kind == "c" else raw[0]
+        a = (a > 0) if dtype == np.bool_ else a.astype(dtype)
+        return np.asarray(a).T  # a transposed (non-contiguous) buffer where rank >= 2
+
+    pred = np.asarray(rng.standard_normal(shape) > 0)
+    t, f = operand(), operand()
+    if draw(st.booleans()) and f.size:  # a broadcast operand, as fused code passes them
+        f = np.broadcast_to(f.reshape(-1)[:1].reshape((1,) * len(shape)), shape)
+    return pred, t, f
+
+
+@settings(max_examples=80)
+@given(st.data())
+def test_select_is_numpys_where_bitwise(data):
+    """The branchless select (large operands) gives np.where's bits: NaN payloads, signed
+    zeros, every dtype, 0-size, 1-size, non-contiguous and broadcast operands."""
+    from tenferro_numpy import kernels as K
+
+    pred, t, f = _select_operands(data.draw)
+    saved = K.SELECT_BITWISE_MIN
+    for threshold in (0, saved):
+        K.SELECT_BITWISE_MIN = threshold
+        try:
+            got = K._select(pred, t, f)
+        finally:
+            K.SELECT_BITWISE_MIN = saved
+        want = np.where(pred, t, f)
+        assert got.dtype == want.dtype and got.shape == want.shape and got.base is None
+        assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+def test_large_select_through_the_runtime_is_bitwise():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((128, 512)).astype(np.float32)
+    x.flat[::97] = np.nan
+    x.flat[1::89] = -0.0
+    pred = rng.standard_normal((128, 512)) > 0
+    got = lax.select(xp.asarray(pred), xp.asarray(x), xp.zeros((128, 512), dtype=xp.float32)).numpy()
+    want = np.where(pred, x, np.float32(0))
+    assert got.tobytes() == want.tobytes()
+
+
+@settings(max_examples=40)
+@given(dtype=st.sampled_from(["int8", "int32", "uint32", "int64", "uint64"]),
+       shape=st.sampled_from([(), (0,), (1,), (3, 5), (2, 0, 3)]), transposed=st.booleans(),
+       counts=st.lists(st.integers(-3, 70), min_size=2, max_size=2), seed=st.integers(0, 2**16))
+def test_fused_shifts_by_constant_counts_are_the_shift_kernels(dtype, shape, transposed, counts, seed):
+    """In a fused group a shift by constant counts in [0, bits) (random bits' rotations) is
+    the ufunc itself; any other count goes through the kernel; values bitwise node by node."""
+    from tenferro_numpy.fusion import fused_kernel, generated_source
+    from tenferro_runtime import trace
+    from tenferro_runtime.graph import eval_graph
+    from tenferro_runtime.graph_prims import fused_p
+    from tenferro_runtime.passes.fusion import fuse_elementwise
+
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(dtype)
+    raw = rng.integers(info.min, info.max, shape[::-1] if transposed else shape, dtype=dtype, endpoint=True)
+    x = xp.asarray(np.asarray(raw).T if transposed else raw)
+    bits = np.dtype(dtype).itemsize * 8
+
+    def rotate(v):
+        left = lax.shift_left(v, xp.full(shape, counts[0], dtype=v.dtype))
+        right = lax.shift_right(v, xp.full(shape, counts[1], dtype=v.dtype))
+        return lax.bitwise_xor(lax.bitwise_or(left, right), v)
+
+    if info.min == 0 and min(counts) < 0:
+        return  # negative counts do not fit an unsigned dtype
+    graph = fuse_elementwise(trace(rotate, x))
+    (node,) = [n for n in graph.nodes if n.prim is fused_p]
+    sub = node.params["graph"]
+    src = generated_source(sub)
+    assert ("left_shift(" in src) == (0 <= counts[0] < bits or 0 in shape)  # no counts: all in range
+    assert ("right_shift(" in src) == (0 <= counts[1] < bits or 0 in shape)
+    want = eval_graph(trace(rotate, x), x)[0].numpy()
+    got = fused_kernel(x.numpy(), graph=sub)[0]
+    assert got.dtype == want.dtype
+    assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes()
