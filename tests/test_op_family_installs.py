@@ -18,9 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPS = {
-    "einsum": ("numpy", "numpy.libs", "pluggy", "opt_einsum"),
-    "linalg": ("numpy", "numpy.libs", "pluggy", "scipy", "scipy.libs"),
-    "fft": ("numpy", "numpy.libs", "pluggy", "scipy", "scipy.libs"),
+    "einsum": ("numpy", "numpy.libs", "pluggy", "threadpoolctl.py", "opt_einsum"),
+    "linalg": ("numpy", "numpy.libs", "pluggy", "threadpoolctl.py", "scipy", "scipy.libs"),
+    "fft": ("numpy", "numpy.libs", "pluggy", "threadpoolctl.py", "scipy", "scipy.libs"),
 }
 
 SCRIPT = r"""
