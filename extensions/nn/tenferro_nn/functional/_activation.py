@@ -66,7 +66,7 @@ def erf(x: Tensor) -> Tensor:
 def relu(x: Tensor) -> Tensor:
     """max(x, 0), with derivative 0 at 0 and NaN kept (as PyTorch)."""
     check_tensor("relu", x)
-    return xp.where(x <= 0, xp.zeros_like(x), x)
+    return xp.where(x <= 0, 0, x)  # a scalar zero: a broadcast view, no zeros array per call
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
