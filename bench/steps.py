@@ -230,8 +230,9 @@ def workloads(jax, jnp, only: set[str] | None) -> dict[str, tuple[dict, Callable
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
         from demo import cnn
 
-        xc = rng.random((64, 1, 8, 8), dtype=np.float32)
-        yc = rng.integers(0, 10, 64).astype(np.int64)
+        rc = np.random.default_rng(1)  # each workload its own stream: the same data under --only
+        xc = rc.random((64, 1, 8, 8), dtype=np.float32)
+        yc = rc.integers(0, 10, 64).astype(np.int64)
         init = state_np(cnn(random.key(0)))
 
         def make_cnn():
@@ -248,8 +249,9 @@ def workloads(jax, jnp, only: set[str] | None) -> dict[str, tuple[dict, Callable
         out["digits CNN b64 Adam"] = rows
     if not only or "block" in only:
         n, s, d, heads, hidden = 8, 64, 128, 4, 512
-        xb = rng.standard_normal((n, s, d)).astype(np.float32)
-        tb = rng.standard_normal((n, s, d)).astype(np.float32)
+        rb = np.random.default_rng(2)
+        xb = rb.standard_normal((n, s, d)).astype(np.float32)
+        tb = rb.standard_normal((n, s, d)).astype(np.float32)
         init = state_np(Block(d, heads, hidden, key=random.key(0)))
 
         def make_block():
