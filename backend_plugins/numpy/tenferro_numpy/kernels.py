@@ -321,6 +321,21 @@ def _argsort(x, *, dimension, descending, stable, index_dtype):
     return idx.astype(index_dtype.numpy)
 
 
+def _as_matrix(x, rows, cols, r, c):
+    """`x` with axes `rows` then `cols` as an (r, c) matrix: a view where one exists, either
+    directly or as the transpose of the (c, r) view (a weight gradient contracting a batch and
+    a sequence axis: BLAS reads it transposed), else a copy."""
+    t = np.transpose(x, rows + cols)
+    try:
+        return t.reshape((r, c), copy=False)
+    except ValueError:
+        pass
+    try:
+        return np.transpose(x, cols + rows).reshape((c, r), copy=False).T
+    except ValueError:
+        return t.reshape(r, c)
+
+
 def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
     (lc, rc), (lb, rb) = contracting_dims, batch_dims
     if not lb and lc == (lhs.ndim - 1,) and rc == (0,) and lhs.ndim <= 2 and rhs.ndim <= 2:
@@ -334,8 +349,8 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
     n = [rhs.shape[i] for i in rf]
     k = math.prod(lhs.shape[i] for i in lc)
     if not lb:  # one 2-D product: BLAS takes transposed operands as they are (no copy)
-        a = np.transpose(lhs, lf + list(lc)).reshape(math.prod(m), k)
-        b = np.transpose(rhs, list(rc) + rf).reshape(k, math.prod(n))
+        a = _as_matrix(lhs, lf, list(lc), math.prod(m), k)
+        b = _as_matrix(rhs, list(rc), rf, k, math.prod(n))
         with np.errstate(**_QUIET):
             return np.matmul(a, b).reshape(m + n)
     a = np.transpose(lhs, list(lb) + lf + list(lc)).reshape(math.prod(bshape), math.prod(m), k)

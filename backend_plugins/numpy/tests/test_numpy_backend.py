@@ -259,3 +259,49 @@ def test_fused_shifts_by_constant_counts_are_the_shift_kernels(dtype, shape, tra
     got = fused_kernel(x.numpy(), graph=sub)[0]
     assert got.dtype == want.dtype
     assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+@settings(max_examples=60)
+@given(sizes=st.lists(st.integers(0, 5), min_size=2, max_size=4), data=st.data(),
+       layout=st.sampled_from(["c", "transposed", "strided"]), seed=st.integers(0, 2**16))
+def test_unbatched_dot_general_takes_views_and_matches_einsum(sizes, data, layout, seed):
+    """Unbatched products read their operands as matrix views where one exists (a contraction
+    over leading axes as the transpose of a view) and copy otherwise: values as einsum's, on
+    C-ordered, transposed and strided operands, 0-size and 1-size axes."""
+    from tenferro_numpy import kernels as K
+
+    rng = np.random.default_rng(seed)
+    nl = len(sizes)
+    lc = tuple(sorted(data.draw(st.sets(st.integers(0, nl - 1), min_size=1, max_size=nl))))
+    lf = [i for i in range(nl) if i not in lc]
+    nf = data.draw(st.integers(0, 2))
+    rshape_free = [data.draw(st.integers(0, 4)) for _ in range(nf)]
+    rc = tuple(data.draw(st.permutations(range(len(lc) + nf)))[:len(lc)])
+    rf = [i for i in range(len(lc) + nf) if i not in rc]
+    rshape = [0] * (len(lc) + nf)
+    for a, b in zip(lc, rc):
+        rshape[b] = sizes[a]
+    for i, n in zip(rf, rshape_free):
+        rshape[i] = n
+
+    def make(shape):
+        if layout == "transposed":
+            return rng.standard_normal(shape[::-1]).astype(np.float32).T
+        if layout == "strided":
+            big = rng.standard_normal([2 * n for n in shape]).astype(np.float32)
+            return big[(slice(None, None, 2),) * len(shape)]
+        return rng.standard_normal(shape).astype(np.float32)
+
+    lhs, rhs = make(sizes), make(rshape)
+    got = K._dot_general(lhs, rhs, contracting_dims=(lc, rc), batch_dims=((), ()))
+    letters = "abcdefgh"
+    ls = [letters[i] for i in range(nl)]
+    rs = ["?"] * len(rshape)
+    for a, b in zip(lc, rc):
+        rs[b] = ls[a]
+    for j, i in enumerate(rf):
+        rs[i] = letters[nl + j]
+    spec = f"{''.join(ls)},{''.join(rs)}->{''.join(ls[i] for i in lf)}{''.join(rs[i] for i in rf)}"
+    want = np.einsum(spec, lhs.astype(np.float64), rhs.astype(np.float64))
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1, int(np.prod([sizes[i] for i in lc]))))
