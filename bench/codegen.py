@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from compile import interleaved_all
 from eager_overhead import cpu_name, threads_setting  # noqa: I001  (same folder)
-from train import BATCH, LR, WIDTHS, data, tf_compiled, torch_compiled, torch_eager
+from train import BATCH, LR, WIDTHS, data, tf_compiled, torch_compiled, torch_eager, torch_train_step
 
 import tenferro_nn as nn
 from tenferro_ad import value_and_grad
@@ -123,20 +123,7 @@ def torch_cnn(torch, state_dict, x_np, y_np, device="cuda", compiled=False):
         torch.nn.Flatten(), torch.nn.Linear(256, 128), torch.nn.ReLU(), torch.nn.Dropout(0.2),
         torch.nn.Linear(128, 10))
     model.load_state_dict({k: torch.tensor(v) for k, v in state_dict.items()})
-    model = model.to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=LR)
-    forward = torch.compile(model) if compiled else model
-    opt_step = torch.compile(opt.step) if compiled else opt.step
-    x, y = torch.from_numpy(x_np).to(device), torch.from_numpy(y_np).to(device)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(forward(x), y)
-        loss.backward()
-        opt_step()
-        return loss
-
-    return step
+    return torch_train_step(torch, model.to(device), x_np, y_np, device, compiled=compiled)
 
 
 def train_rows(torch, kind: str) -> dict:

@@ -20,7 +20,7 @@ import platform
 import numpy as np
 from compile import interleaved_all  # noqa: I001  (same folder)
 from eager_overhead import cpu_name, threads_setting
-from train import LR, data, tf_model, torch_model
+from train import LR, data, tf_model, torch_compiled, torch_eager, torch_model
 
 import tenferro_nn as nn
 from tenferro_ad import grad, value_and_grad
@@ -72,23 +72,6 @@ def torch_grad(torch, params, x_np, y_np):
     return run
 
 
-def torch_step(torch, params, x_np, y_np, make_opt, compiled: bool):
-    model = torch_model(torch, params)
-    opt = make_opt(model.parameters())
-    x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
-    fwd = torch.compile(model) if compiled else model
-    opt_step = torch.compile(opt.step) if compiled else opt.step
-
-    def run():
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(fwd(x), y)
-        loss.backward()
-        opt_step()
-        return loss
-
-    return run
-
-
 def profile(torch, fns: dict) -> None:
     from torch.profiler import profile as torch_profile
 
@@ -120,9 +103,9 @@ def main() -> None:
     }
     for name, (tf_opt, torch_opt) in (("SGD", sgd), ("Adam", adam)):
         group = {"tenferro compiled": tf_step(params, x, y, tf_opt),
-                 "PyTorch eager": torch_step(torch, params, x, y, torch_opt, False)}
+                 "PyTorch eager": torch_eager(torch, params, x, y, make_opt=torch_opt)}
         try:
-            group["torch.compile"] = torch_step(torch, params, x, y, torch_opt, True)
+            group["torch.compile"] = torch_compiled(torch, params, x, y, make_opt=torch_opt)
             group["torch.compile"]()
         except Exception as exc:  # torch.compile needs a C compiler; report rather than fail
             print(f"torch.compile unavailable: {type(exc).__name__}: {exc}")

@@ -105,35 +105,29 @@ def torch_model(torch, params, device="cpu"):
     return model.to(device)
 
 
-def torch_eager(torch, params, x_np, y_np, device="cpu"):
-    model = torch_model(torch, params, device)
-    opt = torch.optim.Adam(model.parameters(), lr=LR)
-    x, y = torch.from_numpy(x_np).to(device), torch.from_numpy(y_np).to(device)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step
+def torch_eager(torch, params, x_np, y_np, device="cpu", make_opt=None):
+    """PyTorch's eager train step; `make_opt(parameters)` the optimizer (default Adam)."""
+    return torch_train_step(torch, torch_model(torch, params, device), x_np, y_np, device, make_opt)
 
 
-def torch_compiled(torch, params, x_np, y_np, device="cpu"):
+def torch_compiled(torch, params, x_np, y_np, device="cpu", make_opt=None):
     """The model under torch.compile (forward and AOT-compiled backward) and the optimizer's
     step under torch.compile, as PyTorch's tutorials compile a training loop."""
-    model = torch.compile(torch_model(torch, params, device))
-    opt = torch.optim.Adam(model.parameters(), lr=LR)
-    x, y = torch.from_numpy(x_np).to(device), torch.from_numpy(y_np).to(device)
+    return torch_train_step(torch, torch_model(torch, params, device), x_np, y_np, device, make_opt,
+                            compiled=True)
 
-    @torch.compile
-    def opt_step():
-        opt.step()
+
+def torch_train_step(torch, model, x_np, y_np, device, make_opt=None, compiled=False):
+    """`model`'s cross-entropy train step, eager or with the model and the optimizer's step
+    under torch.compile; `make_opt(parameters)` the optimizer (default Adam)."""
+    opt = (make_opt or (lambda ps: torch.optim.Adam(ps, lr=LR)))(model.parameters())
+    forward = torch.compile(model) if compiled else model
+    opt_step = torch.compile(opt.step) if compiled else opt.step
+    x, y = torch.from_numpy(x_np).to(device), torch.from_numpy(y_np).to(device)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss = torch.nn.functional.cross_entropy(forward(x), y)
         loss.backward()
         opt_step()
         return loss

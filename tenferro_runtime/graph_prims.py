@@ -104,4 +104,46 @@ fused_p = GraphPrimitive(
 
 BY_NAME = {p.name: p for p in (call_p, fused_p)}
 
-__all__ = ["BY_NAME", "GraphPrimitive", "call_p", "fused_p"]
+class GroupKernels:
+    """A backend's `fused` kernel from ``build(group graph) -> (run(*bufs) -> bufs, source)``,
+    the generated code kept in the group graph's derived data under `key`: `kernel` is the
+    kernel to register, `specialized(graph)` the kernel for one group (a backend's
+    `specialize` makes it when the group's dispatch entry is built, so a call does no lookup),
+    `source(graph)` the generated code (for debugging)."""
+
+    def __init__(self, key: str, build: Any):
+        self.key, self.build = key, build
+
+    def _run(self, graph: Any) -> tuple:
+        return graph.derived(self.key, lambda: self.build(graph))
+
+    def kernel(self, *bufs: Any, graph: Any) -> tuple:
+        """The group `graph`'s outputs on `bufs`, one buffer each."""
+        return self._run(graph)[0](*bufs)
+
+    def specialized(self, graph: Any) -> Any:
+        run = self._run(graph)[0]
+
+        def fused_group(*bufs: Any, graph: Any) -> tuple:
+            return run(*bufs)
+
+        return fused_group
+
+    def source(self, graph: Any) -> str:
+        return self._run(graph)[1]
+
+    @staticmethod
+    def returned(graph: Any, names: dict, glb: dict) -> str:
+        """The generated ``return (...)`` of the group's outputs: `names` of its values,
+        constant outputs bound in the code's globals `glb`."""
+        from .graph import Var  # graph.py imports this module
+
+        res = []
+        for j, v in enumerate(graph.outputs):
+            if not isinstance(v, Var):  # a constant output
+                glb[f"o{j}"] = v._buf
+            res.append(names[v] if isinstance(v, Var) else f"o{j}")
+        return f"return ({', '.join(res)}{',' if len(res) == 1 else ''})"
+
+
+__all__ = ["BY_NAME", "GraphPrimitive", "GroupKernels", "call_p", "fused_p"]

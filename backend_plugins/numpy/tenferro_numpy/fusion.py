@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from tenferro_runtime.graph_prims import GroupKernels
+
 from . import kernels as K
 
 # ufunc warnings from generated code (inf - inf, log(0)) are as silent as the kernels' own
@@ -42,27 +44,6 @@ _SHIFTS = {"shift_left": np.left_shift, "shift_right": np.right_shift}
 _KEYWORD_OUT = frozenset((np.maximum, np.minimum))
 # kernels whose result is always a new array (C-ordered for C-ordered operands)
 _FRESH = (np.where, K._select, K._convert, K._clamp, K._div, K._rem, K._pow, K._rsqrt, K._logistic)
-
-
-def fused_kernel(*bufs: Any, graph: Any) -> tuple:
-    """The group `graph`'s outputs on `bufs`, one buffer each."""
-    return graph.derived("numpy_fused", lambda: _compile(graph))[0](*bufs)
-
-
-def specialized(graph: Any) -> Any:
-    """The kernel for the group `graph` alone, its code generated now (the dispatch entry that
-    keeps it is keyed by the graph)."""
-    run = graph.derived("numpy_fused", lambda: _compile(graph))[0]
-
-    def fused_group(*bufs: Any, graph: Any) -> tuple:
-        return run(*bufs)
-
-    return fused_group
-
-
-def generated_source(graph: Any) -> str:
-    """The Python source the fused kernel runs for `graph` (for debugging)."""
-    return graph.derived("numpy_fused", lambda: _compile(graph))[1]
 
 
 def _c_ordered(b: np.ndarray) -> bool:
@@ -253,12 +234,7 @@ def _body(graph: Any, kernels: list, glb: dict, names: dict, reuse: bool,
             lines.append(f"{target or '_'} = {call})")
             for v, name in zip(node.outputs, outs):
                 bind(v, name, inner)
-    res = []
-    for j, v in enumerate(graph.outputs):
-        if not isinstance(v, Var):  # a constant output
-            glb[f"o{j}"] = v._buf
-        res.append(names[v] if isinstance(v, Var) else f"o{j}")
-    lines.append(f"return ({', '.join(res)}{',' if len(res) == 1 else ''})")
+    lines.append(GroupKernels.returned(graph, names, glb))
     return lines, quiet, reused
 
 
@@ -271,4 +247,9 @@ def _via_eval(graph: Any, *bufs: Any) -> tuple:
     return tuple(t._buf for t in eval_graph(graph, *ts))
 
 
-__all__ = ["fused_kernel", "generated_source"]
+_GROUPS = GroupKernels("numpy_fused", _compile)
+fused_kernel = _GROUPS.kernel
+specialized = _GROUPS.specialized
+generated_source = _GROUPS.source
+
+__all__ = ["fused_kernel", "generated_source", "specialized"]

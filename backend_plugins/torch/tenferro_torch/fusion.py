@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from tenferro_runtime.graph_prims import GroupKernels
+
 from .ops import elementwise
 
 # torch function -> its in-place method (same dtype in and out: tenferro's arithmetic is
@@ -27,27 +29,6 @@ _INPLACE = {torch.add: "add_", torch.sub: "sub_", torch.mul: "mul_", torch.div: 
             torch.minimum: None}
 _COMMUTATIVE = frozenset((torch.add, torch.mul))
 _FRESH = frozenset((elementwise.select_bits,))
-
-
-def fused_kernel(*bufs: Any, graph: Any) -> tuple:
-    """The group `graph`'s outputs on `bufs`, one buffer each."""
-    return graph.derived("torch_fused", lambda: _compile(graph))[0](*bufs)
-
-
-def specialized(graph: Any) -> Any:
-    """The kernel for the group `graph` alone, its code generated now (the dispatch entry that
-    keeps it is keyed by the graph)."""
-    run = graph.derived("torch_fused", lambda: _compile(graph))[0]
-
-    def fused_group(*bufs: Any, graph: Any) -> tuple:
-        return run(*bufs)
-
-    return fused_group
-
-
-def generated_source(graph: Any) -> str:
-    """The Python source the fused kernel runs for `graph` (for debugging)."""
-    return graph.derived("torch_fused", lambda: _compile(graph))[1]
 
 
 def _kernels(graph: Any) -> list | None:
@@ -118,12 +99,7 @@ def _compile(graph: Any) -> tuple[Any, str]:
             owned.add(out)
         else:  # the result may be a view of an operand: never write those again
             owned.difference_update(ins)
-    res = []
-    for j, v in enumerate(graph.outputs):
-        if not isinstance(v, Var):  # a constant output
-            glb[f"o{j}"] = v._buf
-        res.append(names[v] if isinstance(v, Var) else f"o{j}")
-    lines.append(f"    return ({', '.join(res)}{',' if len(res) == 1 else ''})")
+    lines.append("    " + GroupKernels.returned(graph, names, glb))
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<tenferro_torch fused group {id(graph):#x}>", "exec"), glb)
     return glb["fused"], src
@@ -140,5 +116,10 @@ def _via_eval(graph: Any) -> Any:
 
     return run
 
+
+_GROUPS = GroupKernels("torch_fused", _compile)
+fused_kernel = _GROUPS.kernel
+specialized = _GROUPS.specialized
+generated_source = _GROUPS.source
 
 __all__ = ["fused_kernel", "generated_source", "specialized"]
