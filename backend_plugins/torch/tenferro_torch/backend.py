@@ -26,15 +26,17 @@ SUPPORTED = frozenset(D.ALL_DTYPES)
 through emulating kernels (`tenferro_torch.ops.unsigned`)."""
 
 
-OMP_SPIN_COUNT = "1000"
+OMP_SPIN_COUNT = "3000"
 """GOMP_SPINCOUNT for torch's OpenMP pool when tenferro imports torch (libgomp reads it once,
 when torch loads it). libgomp's default, 300,000 pause loops (~10 ms), keeps idle workers
 busy long after each parallel region: the next numpy:cpu step in the same process, or any
-other busy process, then fights them for the cores, and on a busy machine a spinning worker
-loses its wake-up priority (the MLP step on torch:cpu: 456 ms instead of 10.7 ms next to one
-CPU-bound process). 1000 is what libgomp itself uses once it knows the CPUs are
-oversubscribed. Not applied where the user set GOMP_SPINCOUNT or OMP_WAIT_POLICY, or imported
-torch first."""
+other busy process, then fights them for the cores, and next to a busy process a spinning
+worker loses its wake-up priority (the torch:cpu MLP step 456 ms instead of 13 ms). Fewer
+spins make each parallel region after a pause pay a futex wake-up: 1,000 (libgomp's count for
+oversubscribed CPUs) cost the step 45% on an idle machine. 3,000 keeps the idle step within
+~8% of libgomp's default, numpy and torch in one process within 10% of each alone, and the
+step next to a busy process at 13 ms (docs/performance.md, "Threads"). Not applied where the
+user set GOMP_SPINCOUNT or OMP_WAIT_POLICY, or imported torch first."""
 
 
 _PENDING_THREADS: list[int] = []  # a `set_threads` made before torch was imported
