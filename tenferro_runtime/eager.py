@@ -127,16 +127,11 @@ def prepare(prim: Primitive, avals: tuple, nparams: dict, device: Any) -> list:
                 f"{sorted(d.name for d in device.dtypes)}; use another dtype or move to a device "
                 f"that has it"
             )
-    fn = device.kernels.get(prim)
+    fn = device.kernel_for(prim, avals, out_avals, nparams)
     if fn is None:
         if prim.decomposition is None:
             raise device.runtime.missing_kernel(prim, device)
         return [None, None, out_avals]
-    if device.specialize is not None:
-        if device.specialize_params:
-            fn = device.specialize(prim.name, fn, avals, out_avals, params=nparams)
-        else:
-            fn = device.specialize(prim.name, fn, avals, out_avals)
     if device.runtime.check_kernels:
         return [checked(fn, prim, device, out_avals), None if prim.multiple_results else out_avals[0],
                 out_avals]

@@ -56,6 +56,16 @@ class Device(str):
         self.constant = self.constant_cache.get
         return self
 
+    def kernel_for(self, prim: Primitive, avals: tuple, out_avals: tuple, params: dict) -> Any:
+        """This device's kernel for one call signature (the backend's `specialize` applied to
+        its registered one), or None where the op has none here (its decomposition runs)."""
+        fn = self.kernels.get(prim)
+        if fn is None or self.specialize is None:
+            return fn
+        if self.specialize_params:
+            return self.specialize(prim.name, fn, avals, out_avals, params=params)
+        return self.specialize(prim.name, fn, avals, out_avals)
+
     def _prepare(self, prim: Primitive, *key: Any) -> tuple:
         from .eager import prepare
 

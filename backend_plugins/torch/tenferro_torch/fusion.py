@@ -40,13 +40,10 @@ def _kernels(graph: Any) -> list | None:
         return None
     out = []
     for n in graph.nodes:
-        k = device.kernels.get(n.prim)
+        k = device.kernel_for(n.prim, tuple(v.aval for v in n.inputs),
+                              tuple(v.aval for v in n.outputs), n.params)
         if k is None:
             return None
-        if device.specialize is not None:
-            ins, outs = tuple(v.aval for v in n.inputs), tuple(v.aval for v in n.outputs)
-            k = (device.specialize(n.prim.name, k, ins, outs, params=n.params)
-                 if device.specialize_params else device.specialize(n.prim.name, k, ins, outs))
         out.append(k)
     return out
 
