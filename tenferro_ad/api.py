@@ -231,15 +231,19 @@ def _argnums(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, 
     return out
 
 
-def _check_differentiable(tree: Any, argnum: int, name: str) -> None:
-    for leaf in tree_flatten(tree)[0]:
-        t = _as_tensor(leaf, f"{name}: argument {argnum}")
+def _check_differentiable(tree: Any, argnum: int, name: str) -> tuple[list[Tensor], Any]:
+    """The differentiated argument `tree`'s leaves as tensors, and its structure; a typed error
+    for a leaf that is no tensor or number, or not floating or complex."""
+    leaves, td = tree_flatten(tree)
+    tensors = [_as_tensor(leaf, f"{name}: argument {argnum}") for leaf in leaves]
+    for t in tensors:
         if t.dtype.kind not in "fc":
             raise DTypeError(
                 f"{name}: argument {argnum} has dtype {t.dtype}; gradients are defined for floating "
                 f"and complex inputs only; convert it with astype(x, float64) or pass it as a "
                 f"non-differentiated argument (argnums)"
             )
+    return tensors, td
 
 
 def _basis(x: Tensor, i: int) -> Tensor:

@@ -49,11 +49,10 @@ def _value_and_grad(fn: Callable, argnums: Any, has_aux: bool, name: str) -> Cal
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums(argnums, len(args), name)
-        for a in nums:
-            _check_differentiable(args[a], a, name)
+        flat = [_check_differentiable(args[a], a, name) for a in nums]
         stack = tracing.interpreters()
         if stack is tracing.BOTTOM or stack.graphs:
-            out, aux, g = _by_tape(fn, args, kwargs, nums, has_aux)
+            out, aux, g = _by_tape(fn, args, kwargs, nums, flat, has_aux)
         else:
             out, aux, g = _by_vjp(fn, args, kwargs, nums, has_aux)
         g = g[0] if isinstance(argnums, int) else g
@@ -75,15 +74,16 @@ def _by_vjp(fn: Callable, args: tuple, kwargs: dict, nums: tuple, has_aux: bool)
     return out, (res[2] if has_aux else None), vjp_fn(xp.ones_like(out))
 
 
-def _by_tape(fn: Callable, args: tuple, kwargs: dict, nums: tuple, has_aux: bool) -> tuple:
-    """fn run eagerly under a tape. The tape knows tensors by identity, so it watches new
-    tensor objects holding the arguments' buffers: the same tensor closed over by fn, or
-    passed as two arguments, is then a constant or two sources, as under `vjp`."""
+def _by_tape(fn: Callable, args: tuple, kwargs: dict, nums: tuple, flat: list,
+             has_aux: bool) -> tuple:
+    """fn run eagerly under a tape; `flat`: each differentiated argument's tensors and
+    structure. The tape knows tensors by identity, so it watches new tensor objects holding
+    the arguments' buffers: the same tensor closed over by fn, or passed as two arguments, is
+    then a constant or two sources, as under `vjp`."""
     full = list(args)
     trees, sources = [], []
-    for a in nums:
-        leaves, tree = tree_flatten(args[a])
-        fresh = [_alias(_as_tensor(x, "a primal")) for x in leaves]
+    for a, (leaves, tree) in zip(nums, flat):
+        fresh = [_alias(t) for t in leaves]
         full[a] = tree_unflatten(tree, fresh)
         trees.append((tree, len(fresh)))
         sources += fresh
