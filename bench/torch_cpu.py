@@ -20,12 +20,12 @@ import platform
 import numpy as np
 from compile import interleaved_all  # noqa: I001  (same folder)
 from eager_overhead import cpu_name, threads_setting
-from train import LR, data, tf_model, torch_compiled, torch_eager, torch_model
+from train import LR, data, tf_compiled, tf_model, torch_compiled, torch_eager, torch_model
 
 import tenferro_nn as nn
-from tenferro_ad import grad, value_and_grad
+from tenferro_ad import grad
 from tenferro_runtime import array_api as xp
-from tenferro_runtime import compile, default_device
+from tenferro_runtime import default_device
 
 DEVICE = "torch:cpu"
 
@@ -36,26 +36,6 @@ def tf_grad(params, x_np, y_np):
         x, y = xp.asarray(x_np), xp.asarray(y_np)
     g = grad(lambda m: nn.cross_entropy(m(x), y))
     return lambda: g(model)
-
-
-def tf_step(params, x_np, y_np, opt):
-    with default_device(DEVICE):
-        model = tf_model(params)
-        x, y = xp.asarray(x_np), xp.asarray(y_np)
-    state = [model, opt.init(model)]
-
-    def train_step(model, st, x, y):
-        loss, grads = value_and_grad(lambda m: nn.cross_entropy(m(x), y))(model)
-        model, st = opt.update(model, grads, st)
-        return model, st, loss
-
-    step = compile(train_step, donate_argnums=(0, 1))
-
-    def run():
-        state[0], state[1], loss = step(state[0], state[1], x, y)
-        return loss
-
-    return run
 
 
 def torch_grad(torch, params, x_np, y_np):
@@ -102,7 +82,7 @@ def main() -> None:
             "tenferro grad": tf_grad(params, x, y), "PyTorch autograd": torch_grad(torch, params, x, y)},
     }
     for name, (tf_opt, torch_opt) in (("SGD", sgd), ("Adam", adam)):
-        group = {"tenferro compiled": tf_step(params, x, y, tf_opt),
+        group = {"tenferro compiled": tf_compiled(params, x, y, DEVICE, opt=tf_opt),
                  "PyTorch eager": torch_eager(torch, params, x, y, make_opt=torch_opt)}
         try:
             group["torch.compile"] = torch_compiled(torch, params, x, y, make_opt=torch_opt)

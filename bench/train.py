@@ -72,13 +72,13 @@ def tf_eager(params, x_np, y_np, device):
     return step
 
 
-def tf_compiled(params, x_np, y_np, device, backend=None):
-    """The compiled functional Adam step on `device`, run by executor `backend` (None: the
-    device's default); `run.step` is the compiled function."""
+def tf_compiled(params, x_np, y_np, device, backend=None, opt=None):
+    """The compiled functional step of optimizer `opt` (default Adam) on `device`, run by
+    executor `backend` (None: the device's default); `run.step` is the compiled function."""
     with default_device(device):
         model = tf_model(params)
         x, y = xp.asarray(x_np), xp.asarray(y_np)
-    opt = nn.Adam(lr=LR)
+    opt = opt or nn.Adam(lr=LR)
     state = [model, opt.init(model)]
 
     def train_step(model, state, x, y):
