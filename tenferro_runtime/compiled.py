@@ -381,6 +381,58 @@ class Compiled:
     def __repr__(self) -> str:
         return f"<compiled function {self.__name__}>"
 
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """``@compile`` on a method: `obj` becomes argument 0 of the one shared compiled
+        function (a pytree argument, or static with static_argnums=(0,))."""
+        if obj is None:
+            return self
+        return BoundCompiled(self, obj)
+
+
+class BoundCompiled:
+    """A compiled method bound to an instance: calls pass the instance as argument 0, so
+    the signature cache (shared by all instances) traces once per instance signature."""
+
+    __slots__ = ("__func__", "__self__")
+
+    def __init__(self, compiled: Compiled, obj: Any):
+        self.__func__, self.__self__ = compiled, obj
+        if 0 not in compiled.static_argnums:
+            _check_self(compiled, obj)
+
+    @property
+    def __name__(self) -> str:
+        return self.__func__.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__func__(self.__self__, *args, **kwargs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Graph:
+        return self.__func__.lower(self.__self__, *args, **kwargs)
+
+    def cache_info(self) -> CacheInfo:
+        return self.__func__.cache_info()
+
+    def __repr__(self) -> str:
+        return f"<bound compiled method {self.__name__} of {type(self.__self__).__name__}>"
+
+
+def _check_self(compiled: Compiled, obj: Any) -> None:
+    """A dynamic `self` must be a pytree node or hashable (then it is static, by value)."""
+    from .pytree import _NODES
+
+    if type(obj) in _NODES or isinstance(obj, (Tensor, tuple, list, dict)):
+        return
+    try:
+        hash(obj)
+    except TypeError:
+        raise ArgumentError(
+            f"compile({compiled.__name__}): the method's instance (a {type(obj).__name__}) is neither "
+            f"a registered pytree nor hashable; register its class with "
+            f"tenferro_runtime.pytree.register_pytree_node (its tensors become inputs), or give it "
+            f"__hash__/__eq__ and pass static_argnums=(0,) (it is then part of the cache key)"
+        ) from None
+
 
 def compile(fn: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
             static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
@@ -405,5 +457,5 @@ def compile(fn: Callable | None = None, *, static_argnums: int | Sequence[int] =
                     recompile_warning, backend)
 
 
-__all__ = ["CacheInfo", "Callee", "CompileTrace", "Compiled", "DonatedTensor", "FailedDonationTensor",
-           "RecompileWarning", "compile"]
+__all__ = ["BoundCompiled", "CacheInfo", "Callee", "CompileTrace", "Compiled", "DonatedTensor",
+           "FailedDonationTensor", "RecompileWarning", "compile"]
