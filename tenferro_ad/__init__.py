@@ -1,13 +1,14 @@
 """tenferro_ad: automatic differentiation driven by rules registered as plugins.
 
 Traced transforms (jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev,
-hessian, custom_jvp, custom_vjp) nest to any order; the eager GradientTape uses
+hessian, custom_jvp, custom_vjp, vmap) nest to any order; the eager GradientTape uses
 the same rules.
 """
 
 from __future__ import annotations
 
 from .ad_util import UndefinedPrimal, Zero
+from .batching import PerformanceWarning, vmap
 from .api import (
     hessian,
     jacfwd,
@@ -26,5 +27,5 @@ __version__ = "0.1.0"
 __all__ = [
     "GradientTape", "custom_jvp", "custom_vjp", "UndefinedPrimal", "Zero", "grad", "hessian",
     "jacfwd", "jacrev", "jvp", "linearize",
-    "stop_gradient", "transpose_graph", "value_and_grad", "vjp",
+    "stop_gradient", "transpose_graph", "value_and_grad", "vjp", "vmap", "PerformanceWarning",
 ]

@@ -18,6 +18,7 @@ from tenferro_runtime.graph import Graph, Var, eval_graph, trace
 from tenferro_runtime.graph_prims import call_p
 
 from .ad_util import Zero, instantiate, is_undefined, is_zero
+from .batching import batch_flat, batch_size, moveaxis
 from .transpose import backward_pass
 
 
@@ -45,6 +46,30 @@ def fused_jvp(primals: tuple, tangents: tuple, *, graph: Graph) -> tuple[tuple, 
     """A fused group differentiates as the callee of its graph."""
     callee = graph.derived("callee", lambda: Callee(graph, "fused"))
     return call_jvp(primals, tangents, fn=callee)
+
+
+def call_batch(args: tuple, dims: tuple, *, fn: Callee) -> tuple:
+    """A callee batched once per pattern of batched operands and batch size: its graph
+    traced under vmap (batch axes first), run as a compiled callee."""
+    size = batch_size(args, dims)
+    args = tuple(x if d is None else moveaxis(x, d, 0) for x, d in zip(args, dims))
+    in_dims = tuple(None if d is None else 0 for d in dims)
+    avals = [x.aval for x in args]
+    batched = fn.derived(("batch", in_dims, size), lambda: Callee(
+        trace(lambda *xs: _eval_batched(fn.graph, xs, in_dims, size), *avals),
+        f"vmap({fn.name})", fn.passes, executor=fn.executor))
+    outs = call_p.bind(*args, fn=batched)
+    return tuple(outs), (0,) * len(outs)
+
+
+def fused_batch(args: tuple, dims: tuple, *, graph: Graph) -> tuple:
+    """A fused group batches node by node (its graph evaluated under vmap)."""
+    outs = _eval_batched(graph, args, dims, batch_size(args, dims))
+    return tuple(outs), (0,) * len(outs)
+
+
+def _eval_batched(graph: Graph, xs: Any, dims: tuple, size: int) -> list:
+    return batch_flat(lambda ins: list(eval_graph(graph, *ins)), list(xs), dims, size, 0)
 
 
 def _split_jvp(fn: Callee, nonzero: tuple) -> tuple:
@@ -116,4 +141,4 @@ def _transpose(fn: Callee, unknown: tuple) -> Callee:
                   fn.passes, executor=fn.executor)
 
 
-__all__ = ["call_jvp", "call_transpose", "fused_jvp"]
+__all__ = ["call_batch", "call_jvp", "call_transpose", "fused_batch", "fused_jvp"]

@@ -14,14 +14,18 @@ from tenferro_runtime.tensor import Tensor
 from tenferro_runtime.tracing import BOTTOM, interpreters, top_trace
 
 from .ad_util import Zero, instantiate, is_zero
+from .batching import BatchTrace
 from .jvp import JVPTrace
 
 
 def _split_at_jvp_trace(args: tuple) -> tuple | None:
-    """(trace, in_tree, primals, tangents) at the JVP trace of the arguments; None when no
-    JVP trace owns them (then the function just runs)."""
+    """(trace, in_tree, primals, tangents) at the JVP trace of the arguments; (batch trace,)
+    when a vmap's trace is on top (the function is batched with its rules); None when no
+    transformation's trace owns them (then the function just runs)."""
     leaves, in_tree = tree_flatten(args)
     trace = top_trace(tuple(leaves))
+    if isinstance(trace, BatchTrace):
+        return (trace,)
     if not isinstance(trace, JVPTrace):
         return None
     primals, tangents = zip(*[trace.unpack(x) for x in leaves])
@@ -48,6 +52,10 @@ class custom_jvp:  # noqa: N801  (used as a decorator, like functools.partial)
         split = _split_at_jvp_trace(args)
         if split is None:
             return _call(self, args)
+        if len(split) == 1:
+            from .custom_batching import call_batched
+
+            return call_batched(self, args, split[0])
         trace, in_tree, primals, tangents = split
         o_leaves, t_leaves, o_tree = self.rule(in_tree, primals, tangents)
         return tree_unflatten(o_tree, [trace.tracer(p, t) for p, t in zip(o_leaves, t_leaves)])
@@ -125,6 +133,34 @@ def _lin_transpose(cts, *operands, bwd, residuals, out_avals, in_tree, out_tree,
     return tuple(out)
 
 
+def _lin_batch(args, dims, *, bwd, residuals, out_avals, in_tree, out_tree, name, forward_error):
+    """The linear map on batched tangents (batch axis first): the same map whose backward
+    function runs under vmap over the cotangents."""
+    from tenferro_core.avals import Aval
+
+    from .batching import batch_flat, batch_size, to_front
+
+    size = batch_size(args, dims)
+    args = [to_front(x, d, size) for x, d in zip(args, dims)]
+
+    def batched_bwd(res: Any, ct: Any) -> Any:
+        ct_leaves, ct_tree = tree_flatten(ct)
+        holder: dict = {}
+
+        def per(ins: list) -> list:
+            leaves, holder["got"] = tree_flatten(bwd(res, tree_unflatten(ct_tree, ins)))
+            return leaves
+
+        outs = batch_flat(per, ct_leaves, [0] * len(ct_leaves), size, 0)
+        return tree_unflatten(holder["got"], outs)
+
+    outs = custom_vjp_lin_p.bind(
+        *args, bwd=batched_bwd, residuals=residuals,
+        out_avals=tuple(Aval((size,) + a.shape, a.dtype, a.device) for a in out_avals),
+        in_tree=in_tree, out_tree=out_tree, name=name, forward_error=forward_error)
+    return tuple(outs), (0,) * len(outs)
+
+
 def _apply_backward(backward, ct):
     return backward(ct)
 
@@ -170,6 +206,10 @@ class custom_vjp:  # noqa: N801
         split = _split_at_jvp_trace(args)
         if split is None:
             return _call(self, args)
+        if len(split) == 1:
+            from .custom_batching import call_batched
+
+            return call_batched(self, args, split[0])
         trace, in_tree, primals, tangents = split
         o_leaves, t_out, o_tree = self.rule(in_tree, primals, tangents)
         return tree_unflatten(o_tree, [trace.tracer(p, t) for p, t in zip(o_leaves, t_out)])

@@ -27,8 +27,9 @@ hookspec = pluggy.HookspecMarker(GROUP)
 hookimpl = pluggy.HookimplMarker(GROUP)
 
 # rule kinds a plugin may register: jvp, transpose and vjp (read by tenferro_ad; an op with only
-# a vjp rule differentiates in reverse mode), cost (read by tenferro_runtime.cost)
-RULE_KINDS = ("jvp", "transpose", "vjp", "cost")
+# a vjp rule differentiates in reverse mode), batch (read by tenferro_ad's vmap), cost (read by
+# tenferro_runtime.cost)
+RULE_KINDS = ("jvp", "transpose", "vjp", "batch", "cost")
 
 
 class HookSpecs:

@@ -224,7 +224,7 @@ def test_cli_lists_plugins_and_failures(fake_dists):
 
 
 def test_unconsumed_rule_kind_is_an_error_naming_the_supported_ones():
-    assert RULE_KINDS == ("jvp", "transpose", "vjp", "cost")
+    assert RULE_KINDS == ("jvp", "transpose", "vjp", "batch", "cost")
     with pytest.raises(PluginError, match=r"'batch'.*not supported.*jvp, transpose, vjp, cost"):
         Registration("direct").add_rule("batch", "add", lambda *a: None)
     rt = Runtime([numpy_plugin, hook_plugin("batcher", lambda r: r.add_rule("batch", "add", len))])
