@@ -7,8 +7,8 @@ the same rules.
 
 from __future__ import annotations
 
+from . import checkpoint_policies
 from .ad_util import UndefinedPrimal, Zero
-from .batching import PerformanceWarning, vmap
 from .api import (
     hessian,
     jacfwd,
@@ -18,6 +18,8 @@ from .api import (
     transpose_graph,
     vjp,
 )
+from .batching import PerformanceWarning, vmap
+from .checkpoint import checkpoint, remat
 from .custom import custom_jvp, custom_vjp
 from .grads import grad, value_and_grad
 from .stop_gradient import stop_gradient
@@ -25,7 +27,8 @@ from .tape import GradientTape
 
 __version__ = "0.1.0"
 __all__ = [
-    "GradientTape", "custom_jvp", "custom_vjp", "UndefinedPrimal", "Zero", "grad", "hessian",
+    "GradientTape", "checkpoint", "checkpoint_policies", "custom_jvp", "custom_vjp", "UndefinedPrimal",
+    "Zero", "grad", "hessian",
     "jacfwd", "jacrev", "jvp", "linearize",
-    "stop_gradient", "transpose_graph", "value_and_grad", "vjp", "vmap", "PerformanceWarning",
+    "remat", "stop_gradient", "transpose_graph", "value_and_grad", "vjp", "vmap", "PerformanceWarning",
 ]
