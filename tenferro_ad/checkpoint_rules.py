@@ -19,7 +19,7 @@ from tenferro_core.errors import ArgumentError
 from tenferro_core.extension import define_op
 from tenferro_core.params import p_any, p_nonneg_int
 from tenferro_runtime.compiled import Callee
-from tenferro_runtime.graph import Graph, Node, Var, eval_graph
+from tenferro_runtime.graph import Graph, Node, Var, eval_graph, trace
 from tenferro_runtime.graph_prims import GraphPrimitive, call_p
 from tenferro_runtime.tensor import Tensor
 
@@ -30,10 +30,11 @@ from .jvp import JVPTracer, jvp_rule
 class RematCallee(Callee):
     """A checkpointed function's graph with the vars its policy saves (`saved`)."""
 
-    __slots__ = ("saved",)
+    __slots__ = ("policy", "saved")
 
     def __init__(self, graph: Graph, name: str, policy: Any):
         super().__init__(graph, name)
+        self.policy = policy
         self.saved = _saved_vars(graph, policy)
 
 
@@ -221,6 +222,41 @@ remat_barrier_p = define_op(
 )
 
 
+# ---- batching ------------------------------------------------------------------------------------
+
+def remat_batch(args: tuple, dims: tuple, *, fn: RematCallee) -> tuple:
+    """A checkpointed function batched: its graph traced under vmap (batch axes first), still
+    checkpointed with the same policy."""
+    from .batching import batch_flat, batch_size, moveaxis
+
+    size = batch_size(args, dims)
+    args = tuple(x if d is None else moveaxis(x, d, 0) for x, d in zip(args, dims))
+    in_dims = tuple(None if d is None else 0 for d in dims)
+    avals = [x.aval for x in args]
+
+    def build() -> RematCallee:
+        graph = trace(lambda *xs: batch_flat(lambda ins: list(eval_graph(fn.graph, *ins)), list(xs),
+                                             in_dims, size, 0), *avals)
+        return RematCallee(graph, f"vmap({fn.name})", fn.policy)
+
+    outs = remat_p.bind(*args, fn=fn.derived(("batch", in_dims, size), build))
+    return tuple(outs), (0,) * len(outs)
+
+
+def _lin_batch(args: tuple, dims: tuple, *, fn: RematCallee, nonzero: tuple) -> tuple:
+    """Batched forward-mode tangents: the function recomputed under jvp, batched."""
+    from .batching import batch_flat, batch_size
+
+    size = batch_size(args, dims)
+    outs = batch_flat(lambda ops: list(_lin_forward(*ops, fn=fn, nonzero=nonzero)), list(args), dims,
+                      size, 0)
+    return tuple(outs), (0,) * len(outs)
+
+
+def _barrier_batch(args: tuple, dims: tuple, *, n: int) -> tuple:
+    return tuple(remat_barrier_p.bind(*args, n=n)), tuple(dims[:n])
+
+
 # ---- the pass ------------------------------------------------------------------------------------
 
 def remat_to_call(graph: Graph) -> Graph:
@@ -240,6 +276,9 @@ def register(registry: Any) -> None:
     """The checkpoint primitives, their AD and cost rules and the pass (tenferro_ad's plugin)."""
     registry.add_op(remat_p)
     registry.add_rule("jvp", remat_p, remat_jvp)
+    registry.add_rule("batch", remat_p, remat_batch)
+    registry.add_rule("batch", remat_lin_p, _lin_batch)
+    registry.add_rule("batch", remat_barrier_p, _barrier_batch)
     registry.add_op(remat_lin_p)
     registry.add_rule("jvp", remat_lin_p, _lin_jvp)
     registry.add_rule("transpose", remat_lin_p, _lin_transpose)
