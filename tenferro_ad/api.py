@@ -21,6 +21,7 @@ from tenferro_runtime.tensor import Tensor
 from tenferro_runtime.tracing import new_trace
 
 from .ad_util import instantiate, is_zero
+from .batching import eye_basis, vmap
 from .jvp import JVPTrace, JVPTracer
 from .transpose import backward_pass
 
@@ -246,22 +247,6 @@ def _check_differentiable(tree: Any, argnum: int, name: str) -> tuple[list[Tenso
     return tensors, td
 
 
-def _basis(x: Tensor, i: int) -> Tensor:
-    flat = xp.zeros((x.size,), dtype=x.dtype, device=x.device)
-    flat[i] = 1
-    return xp.reshape(flat, x.shape)
-
-
-def _stack_jac(cols: list[Tensor], out_shape: tuple, in_shape: tuple, out_first: bool,
-               like: Tensor) -> Tensor:
-    """The Jacobian out_shape + in_shape from its columns (rows); with none (a 0-size input or
-    output) zeros of `like`'s dtype and device, the dtype the columns would have had."""
-    if not cols:
-        return xp.zeros(out_shape + in_shape, dtype=like.dtype, device=like.device)
-    st = xp.stack(cols, axis=-1 if out_first else 0)
-    return xp.reshape(st, out_shape + in_shape)
-
-
 def _one_argument(fn: Callable, args: tuple, argnums: int, name: str) -> tuple[Tensor, Callable]:
     """The differentiated argument and fn as a function of it alone."""
     (a,) = _argnums(argnums, len(args), name)
@@ -286,27 +271,26 @@ def _one_output(out: Any, name: str) -> Tensor:
 
 
 def jacfwd(fn: Callable, argnums: int = 0) -> Callable:
-    """The Jacobian by forward mode: one jvp per input element; shape out.shape + in.shape."""
+    """The Jacobian by forward mode: jvp mapped (vmap) over the input's basis vectors; shape
+    out.shape + in.shape."""
     _check_callable(fn, "jacfwd")
     _check_argnums_type(argnums, "jacfwd", single=True)
 
     def wrapped(*args: Any) -> Any:
         x, f = _one_argument(fn, args, argnums, "jacfwd")
-        out = None
-        cols = []
-        for i in range(x.size):
-            out, t = jvp(f, (x,), (_basis(x, i),))
-            _one_output(out, "jacfwd")
-            cols.append(t)
-        if out is None:
-            out = _one_output(f(x), "jacfwd")
-        return _stack_jac(cols, out.shape, x.shape, out_first=True, like=out)
+
+        def push(t: Tensor) -> Tensor:
+            return _one_output(jvp(f, (x,), (t,))[1], "jacfwd")
+
+        cols = vmap(push, out_axes=-1)(eye_basis(x))  # out.shape + (x.size,)
+        return xp.reshape(cols, cols.shape[:-1] + x.shape)
 
     return wrapped
 
 
 def jacrev(fn: Callable, argnums: int = 0) -> Callable:
-    """The Jacobian by reverse mode: one vjp per output element; shape out.shape + in.shape."""
+    """The Jacobian by reverse mode: the vjp mapped (vmap) over the output's basis vectors;
+    shape out.shape + in.shape."""
     _check_callable(fn, "jacrev")
     _check_argnums_type(argnums, "jacrev", single=True)
 
@@ -314,8 +298,8 @@ def jacrev(fn: Callable, argnums: int = 0) -> Callable:
         x, f = _one_argument(fn, args, argnums, "jacrev")
         out, vjp_fn = vjp(f, x)
         _one_output(out, "jacrev")
-        rows = [vjp_fn(_basis(out, j))[0] for j in range(out.size)]
-        return _stack_jac(rows, out.shape, x.shape, out_first=False, like=x)
+        rows = vmap(lambda ct: vjp_fn(ct)[0])(eye_basis(out))
+        return xp.reshape(rows, out.shape + x.shape)
 
     return wrapped
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from tenferro_core import catalog
+from tenferro_core.avals import Aval
 from tenferro_core.dtypes import DEFAULT_INDEX, bool_
 from tenferro_runtime import lax
 
-from ..batching import batch_size, broadcast_batch, moveaxis, to_front
+from ..batching import batch_size, moveaxis, to_front
 
 
 def elementwise(prim: Any) -> Any:
@@ -207,6 +208,11 @@ def _conv_general(args, dims, **params):
         return lax.reshape(out, new_sizes=(b, n) + out.shape[1:]), 0
     size = batch_size(args, dims)
     lhs, rhs = to_front(lhs, dims[0], size), to_front(rhs, dims[1], size)
+    if size == 0:  # no feature groups to fold into: an empty result of the example's shape
+        per = [Aval(x.shape[1:], x.dtype, x.device) for x in (lhs, rhs)]
+        (aval,) = catalog.conv_general.abstract_eval(per, params)
+        return lax.full(shape=(0,) + aval.shape, fill_value=0, dtype=aval.dtype,
+                        device=aval.device), 0
     b, n = lhs.shape[:2]
     if last:  # (B, N, *sp, C) -> (N, *sp, B * C)
         lhs = moveaxis(lhs, 0, lhs.ndim - 2)

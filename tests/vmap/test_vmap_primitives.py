@@ -11,6 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tenferro_ad import vmap
+from tenferro_ad.batching import PerformanceWarning
 from tenferro_core import catalog
 from tenferro_core import dtypes as D
 from tenferro_runtime import default_runtime
@@ -18,12 +20,9 @@ from tenferro_runtime.testing.cases import rule_accepts
 from tenferro_runtime.testing.conformance import SPECS, context, host_of, resolve_device, to_device
 from tenferro_runtime.testing.tolerance import assert_close
 
-from tenferro_ad import vmap
-from tenferro_ad.batching import PerformanceWarning
-
 DEVICES = ["numpy:cpu", "torch:cpu"]
 BATCHED = [p.name for p in catalog.PRIMITIVES if p.nin != 0]
-_EXAMPLES = max(3, settings().max_examples // 12)
+_EXAMPLES = max(3, settings().max_examples // 6)
 
 
 def _dtypes(prim, device):
