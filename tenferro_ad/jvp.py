@@ -34,6 +34,8 @@ def has_tangent(aval: Any) -> bool:
 class JVPTrace(Trace):
     """Applies each primitive's jvp rule to (primals, tangents)."""
 
+    label = "grad/jvp"
+
     def tracer(self, primal: Any, tangent: Any) -> Any:
         if is_zero(tangent) or not has_tangent(primal._aval):
             return primal

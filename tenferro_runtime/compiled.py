@@ -109,6 +109,7 @@ class CompileTrace(GraphTrace):
     def __init__(self, name: str) -> None:
         super().__init__()
         self.fn_name = name
+        self.label = f"compile({name})"
 
     def concrete(self, tracer: Any) -> Any:
         raise ConcretizationError(

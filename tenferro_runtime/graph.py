@@ -208,6 +208,8 @@ class GraphTracer(Tracer):
 class GraphTrace(Trace):
     """Records every primitive applied to its tracers as a node of `graph`."""
 
+    label = "trace"
+
     def __init__(self) -> None:
         super().__init__()
         self.graph = Graph(inputs=[])

@@ -31,6 +31,7 @@ class Trace:
 
     level = -1
     active = False
+    label = ""  # what printing one of its tracers names it by ("compile(f)", "grad/jvp")
 
     def process(self, prim: Any, args: tuple, params: dict) -> Any:
         """Interpret `prim` applied to `args` (some of them this trace's tracers)."""
@@ -99,6 +100,17 @@ class Tracer(Tensor):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._aval.str_short()})"
+
+    def __str__(self) -> str:
+        """What ``print(tracer)`` shows: the aval and where to get the value, never an error."""
+        where = self._trace.label or type(self._trace).__name__
+        if not self._trace.active:
+            return f"Traced<{self._aval.str_short()}> (a value of a finished {where})"
+        return (f"Traced<{self._aval.str_short()}> (inside {where}: use tenferro_runtime.debug.print "
+                f"to see its value at run time)")
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
 
     def __reduce_ex__(self, protocol: Any) -> tuple:
         raise TenferroError(
