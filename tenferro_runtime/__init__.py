@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tenferro_core.primitive import set_binder
 
-from . import array_api, lax, pytree, random
+from . import array_api, debug, lax, pytree, random
 from . import tensor as _tensor
 from .compiled import compile
 from .dispatch import bind
@@ -21,6 +21,7 @@ _tensor.use_namespace(array_api)
 __version__ = "0.1.0"
 __all__ = [
     "Device", "Graph", "Observer", "Runtime", "Tensor", "Trace", "Tracer", "array_api", "bind", "compile",
+    "debug",
     "default_device", "default_runtime", "eval_graph", "lax", "new_trace", "pytree", "random",
     "reset_default_runtime", "trace", "use_runtime",
 ]

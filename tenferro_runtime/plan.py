@@ -182,7 +182,7 @@ class _Builder:
                 fn = dispatch(prim, in_avals, params, device)[0]
             except (TenferroError, TypeError):  # node-by-node evaluation raises it where it belongs
                 fn = None
-        decomposable = prim.decomposition is not None and not prim.effects
+        decomposable = prim.decomposition is not None
         if fn is None and decomposable and not hasattr(prim, "graph_of"):  # graph prims are inlined
             fn = _decomposed(prim, in_avals)
         if fn is None:
