@@ -14,13 +14,12 @@ import builtins
 import string
 from typing import Any
 
-from tenferro_core.errors import ArgumentError
+from tenferro_core.errors import ArgumentError, ConcretizationError
 from tenferro_core.extension import define_op
 from tenferro_core.params import p_any
 
 from .pytree import tree_flatten, tree_unflatten
 from .tensor import Tensor
-from .tracing import top_trace
 
 
 class _Static:
@@ -55,7 +54,7 @@ def _rebuild(tensors: tuple, tree: Any, slots: tuple, statics: _Static) -> tuple
 
 
 def _emit(*tensors: Any, fmt: str, tree: Any, slots: tuple, statics: _Static) -> tuple:
-    """Print now, on concrete tensors (the primitive's evaluation, eager or in a plan)."""
+    """The primitive's evaluation on concrete tensors (eager, or a step of a plan): print."""
     args, kwargs = _rebuild(tuple(t.numpy() for t in tensors), tree, slots, statics)
     builtins.print(fmt.format(*args, **kwargs))
     return ()
@@ -108,10 +107,24 @@ def print(fmt: str, *args: Any, **kwargs: Any) -> None:  # noqa: A001  (jax.debu
     slots = tuple(isinstance(x, Tensor) for x in leaves)
     statics = _Static(tuple(x for x in leaves if not isinstance(x, Tensor)))
     params = {"fmt": fmt, "tree": tree, "slots": slots, "statics": statics}
-    if top_trace(tensors) is None:  # concrete values: print now (a tape records nothing)
-        _emit(*tensors, **params)
+    values = _concrete(tensors)
+    if values is not None:  # print now: no observer (a tape) sees an op
+        args, kwargs = _rebuild(values, tree, slots, statics)
+        builtins.print(fmt.format(*args, **kwargs))
         return
     debug_print_p.bind(*tensors, **params)
+
+
+def _concrete(tensors: tuple) -> tuple | None:
+    """The values as NumPy arrays where every one is known now (concrete tensors, or tracers
+    of transformations that have them, such as a JVP of concrete primals); else None."""
+    values = []
+    for x in tensors:
+        try:
+            values.append(x.numpy())
+        except ConcretizationError:
+            return None
+    return tuple(values)
 
 
 __all__ = ["debug_print_p", "print"]
