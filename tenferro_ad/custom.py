@@ -11,7 +11,7 @@ from tenferro_core.extension import define_op
 from tenferro_core.params import p_any
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor
-from tenferro_runtime.tracing import BOTTOM, interpreters, top_trace
+from tenferro_runtime.tracing import BOTTOM, Tracer, interpreters, top_trace
 
 from .ad_util import Zero, instantiate, is_zero
 from .batching import BatchTrace
@@ -242,11 +242,11 @@ def _call(fn: Any, args: tuple) -> Any:
     record first; the function's own records then get no cotangent)."""
     out = fn.fun(*args)
     stack = interpreters()
-    if stack is BOTTOM or stack.traces or not stack.observers:
+    if stack is BOTTOM or not stack.observers:
         return out
     leaves, in_tree = tree_flatten(args)
     o_leaves, o_tree = tree_flatten(out)
-    if not all(isinstance(x, Tensor) for x in (*leaves, *o_leaves)):
+    if not all(isinstance(x, Tensor) and not isinstance(x, Tracer) for x in (*leaves, *o_leaves)):
         return out
     spec = _CallSpec(fn, in_tree, o_tree, tuple([o._aval for o in o_leaves]))
     spec.ready = tuple(o_leaves)
