@@ -1,0 +1,157 @@
+"""Transformations (issue 21): vmap, jacrev and a compiled scan, vs their loops and JAX `jit`.
+
+Workloads (float32, numpy:cpu unless named; timed interleaved in one process):
+- per-example gradients of a small MLP (32-128-128-10, tanh, squared error), batch 64:
+  `compile(vmap(grad(loss)))` vs a Python loop of `grad` over the examples (goal: at least
+  10x faster), vs the same uncompiled, and vs JAX `jit(vmap(grad(loss)))` (goal: at most 1.0x);
+- `jacrev` of a 64 -> 64 function (tanh(W x) * x): compiled, vs the Python loop of one `vjp`
+  per output row that it replaces, and vs JAX `jit(jacrev)`;
+- a scan RNN (hidden 128, input 32, 200 steps, batch 16, tanh cell, squared error on the
+  last state), forward + backward: `compile(grad)` of `lax.scan` vs JAX `jit(grad)` of
+  `lax.scan` (goal: at most 1.0x) and vs the unrolled compiled version (compile time and
+  run time).
+
+    python bench/transformations.py [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+from compile import interleaved_all  # noqa: I001  (same folder)
+from eager_overhead import cpu_name, threads_setting
+
+from tenferro_ad import grad, jacrev, vjp, vmap
+from tenferro_runtime import array_api as xp
+from tenferro_runtime import compile
+
+BATCH, SIZES = 64, (32, 128, 128, 10)
+JAC_N = 64
+RNN_H, RNN_IN, RNN_T, RNN_B = 128, 32, 200, 16
+
+
+def _init(rng: np.random.Generator) -> list[np.ndarray]:
+    return [p for a, b in zip(SIZES[:-1], SIZES[1:])
+            for p in ((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32),
+                      np.zeros(b, np.float32))]
+
+
+def tf_loss(params, x, y):
+    h = x
+    for i in range(0, len(params) - 2, 2):
+        h = xp.tanh(h @ params[i] + params[i + 1])
+    out = h @ params[-2] + params[-1]
+    return xp.sum((out - y) ** 2)
+
+
+def jax_loss(params, x, y):
+    import jax.numpy as jnp
+
+    h = x
+    for i in range(0, len(params) - 2, 2):
+        h = jnp.tanh(h @ params[i] + params[i + 1])
+    out = h @ params[-2] + params[-1]
+    return jnp.sum((out - y) ** 2)
+
+
+def per_example(rng: np.random.Generator, rounds: int) -> dict:
+    import jax
+
+    params = _init(rng)
+    xs = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
+    ys = rng.standard_normal((BATCH, SIZES[-1])).astype(np.float32)
+    tp = [xp.asarray(p) for p in params]
+    tx, ty = xp.asarray(xs), xp.asarray(ys)
+    g = grad(tf_loss)
+    batched = vmap(g, in_axes=(None, 0, 0))
+    compiled = compile(batched)
+    jp = [jax.numpy.asarray(p) for p in params]
+    jx, jy = jax.numpy.asarray(xs), jax.numpy.asarray(ys)
+    jitted = jax.jit(jax.vmap(jax.grad(jax_loss), in_axes=(None, 0, 0)))
+
+    want = [np.asarray(a) for a in jitted(jp, jx, jy)]
+    for got in (compiled(tp, tx, ty), batched(tp, tx, ty)):
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b, rtol=2e-3, atol=2e-4)
+
+    def loop():
+        return [g(tp, tx[i], ty[i]) for i in range(BATCH)]
+
+    def jax_run():
+        for a in jitted(jp, jx, jy):
+            a.block_until_ready()
+
+    best = interleaved_all({
+        "compile(vmap(grad))": lambda: compiled(tp, tx, ty),
+        "vmap(grad) eager": lambda: batched(tp, tx, ty),
+        "JAX jit(vmap(grad))": jax_run,
+    }, rounds, 5)
+    best.update(interleaved_all({"loop of grad": loop}, max(2, rounds // 5), 1))
+    return best
+
+
+def jacobian(rng: np.random.Generator, rounds: int) -> dict:
+    import jax
+
+    w = (rng.standard_normal((JAC_N, JAC_N)) / 8).astype(np.float32)
+    x = rng.standard_normal(JAC_N).astype(np.float32)
+    tw, tx = xp.asarray(w), xp.asarray(x)
+
+    def f(v):
+        return xp.tanh(tw @ v) * v
+
+    jw, jx = jax.numpy.asarray(w), jax.numpy.asarray(x)
+    jitted = jax.jit(jax.jacrev(lambda v: jax.numpy.tanh(jw @ v) * v))
+    compiled = compile(jacrev(f))
+    np.testing.assert_allclose(compiled(tx).numpy(), np.asarray(jitted(jx)), rtol=1e-4, atol=1e-5)
+
+    def loop():
+        out, back = vjp(f, tx)
+        rows = []
+        for j in range(JAC_N):
+            e = np.zeros(JAC_N, np.float32)
+            e[j] = 1
+            rows.append(back(xp.asarray(e))[0])
+        return xp.stack(rows)
+
+    np.testing.assert_allclose(loop().numpy(), compiled(tx).numpy(), rtol=1e-5, atol=1e-6)
+    return interleaved_all({
+        "compile(jacrev)": lambda: compiled(tx),
+        "jacrev eager": lambda: jacrev(f)(tx),
+        "loop of vjp rows": loop,
+        "JAX jit(jacrev)": lambda: jitted(jx).block_until_ready(),
+    }, rounds, 5)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+    threads = threads_setting()
+    print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"{threads}")
+    rng = np.random.default_rng(0)
+    t0 = time.perf_counter()
+    pe = per_example(rng, args.rounds)
+    print(f"\nper-example gradients, MLP {'-'.join(map(str, SIZES))}, batch {BATCH} (float32)")
+    for name, t in pe.items():
+        print(f"  {name:<24} {t * 1e3:9.3f} ms")
+    print(f"  loop of grad / compile(vmap(grad)):   {pe['loop of grad'] / pe['compile(vmap(grad))']:7.1f}x"
+          f"   (goal >= 10)")
+    print(f"  compile(vmap(grad)) / JAX jit:        "
+          f"{pe['compile(vmap(grad))'] / pe['JAX jit(vmap(grad))']:7.2f}x   (goal <= 1.0)")
+    jb = jacobian(rng, args.rounds)
+    print(f"\njacrev of a {JAC_N} -> {JAC_N} function (float32)")
+    for name, t in jb.items():
+        print(f"  {name:<24} {t * 1e3:9.3f} ms")
+    print(f"  loop of vjp rows / compile(jacrev):   {jb['loop of vjp rows'] / jb['compile(jacrev)']:7.1f}x")
+    print(f"  compile(jacrev) / JAX jit:            {jb['compile(jacrev)'] / jb['JAX jit(jacrev)']:7.2f}x")
+    print(f"\n(total {time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
