@@ -211,3 +211,12 @@ def test_remat_is_checkpoint_and_errors_are_typed():
     np.testing.assert_allclose(ad.grad(lambda x: xp.sum(f(x, 3)))(x).numpy(), [3.0, 3.0])
     with pytest.raises(ArgumentError, match="static_argnums includes 1"):
         ad.grad(lambda x: xp.sum(f(x)))(x)
+
+
+def test_nested_tapes_give_the_second_derivative():
+    from tenferro_ad.testing import tape_second_derivative
+
+    f = checkpoint(lambda x: xp.sin(x) * xp.exp(x), policy="dots_saveable")
+    x = xp.asarray([0.3, 1.2, -0.7])
+    a = x.numpy()
+    np.testing.assert_allclose(tape_second_derivative(f, x).numpy(), 2 * np.cos(a) * np.exp(a), rtol=1e-12)
