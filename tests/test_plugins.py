@@ -225,10 +225,15 @@ def test_cli_lists_plugins_and_failures(fake_dists):
 
 def test_unconsumed_rule_kind_is_an_error_naming_the_supported_ones():
     assert RULE_KINDS == ("jvp", "transpose", "vjp", "batch", "cost")
-    with pytest.raises(PluginError, match=r"'batch'.*not supported.*jvp, transpose, vjp, cost"):
-        Registration("direct").add_rule("batch", "add", lambda *a: None)
-    rt = Runtime([numpy_plugin, hook_plugin("batcher", lambda r: r.add_rule("batch", "add", len))])
-    assert "not supported" in rt.reports[1].error and not any(k == "batch" for k, _ in rt.rules)
+    with pytest.raises(PluginError, match=r"'layout'.*not supported.*jvp, transpose, vjp, batch, cost"):
+        Registration("direct").add_rule("layout", "add", lambda *a: None)
+    rt = Runtime([numpy_plugin, hook_plugin("layouter", lambda r: r.add_rule("layout", "add", len))])
+    assert "not supported" in rt.reports[1].error and not any(k == "layout" for k, _ in rt.rules)
+
+
+def test_batch_rules_are_accepted():
+    rt = Runtime([numpy_plugin, hook_plugin("batcher", lambda r: r.add_rule("batch", catalog.add, len))])
+    assert rt.reports[1].ok and rt.rule("batch", catalog.add) is len
 
 
 def test_cost_rules_are_accepted():
