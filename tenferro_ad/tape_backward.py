@@ -18,6 +18,7 @@ from tenferro_runtime import array_api as xp
 from tenferro_runtime import tracing
 from tenferro_runtime.eager import params_key
 from tenferro_runtime.graph import Graph, dead_code_elimination, eval_graph, trace
+from tenferro_runtime.passes.memory import plan_memory
 
 from .ad_util import add_tangents, instantiate
 
@@ -111,4 +112,5 @@ def _build(records: list, key: tuple, vjp_cache: Any, vjp_graph: Any) -> Graph:
                     ct[a] = g if a not in ct else add_tangents(ct[a], g)
         return [instantiate(ct[s]) if s in ct else xp.zeros_like(vals[s]) for s in source_slots]
 
-    return dead_code_elimination(trace(backward, *avals, *key[4]))
+    # with a buffer plan, the replay drops each backward intermediate after its last use
+    return plan_memory(dead_code_elimination(trace(backward, *avals, *key[4])))
