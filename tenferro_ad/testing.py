@@ -126,3 +126,34 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 1, modes: Sequenc
 
 
 __all__ = ["check_grads", "check_jvp", "check_vjp", "numerical_jvp"]
+
+
+def check_vmap(f: Callable, examples: Sequence[Sequence[Any]], in_axes: Sequence[int | None],
+               *, atol: float = 1e-10, rtol: float = 1e-10) -> None:
+    """`vmap(f, in_axes)` on the examples stacked (each batched argument's examples along its
+    axis in `in_axes`; an argument with None is the same in every example and taken from
+    example 0) equals stacking `f` applied to each example (every output, a pytree of
+    tensors, batched on axis 0), without a PerformanceWarning: the ops of `f` have batch
+    rules."""
+    import warnings
+
+    from tenferro_runtime import array_api as xp
+
+    from .batching import PerformanceWarning, vmap
+
+    if not examples:
+        raise ValueError("check_vmap needs one example at least (the shapes come from it)")
+    args = []
+    for i, ax in enumerate(in_axes):
+        if ax is None:
+            args.append(examples[0][i])
+        else:
+            args.append(xp.stack([ex[i] for ex in examples], axis=ax))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PerformanceWarning)
+        got = _leaves(vmap(f, in_axes=tuple(in_axes))(*args))
+    per = [_leaves(f(*ex)) for ex in examples]
+    for k, g in enumerate(got):
+        want = np.stack([_np(p[k]) for p in per])
+        np.testing.assert_allclose(_np(g), want, atol=atol, rtol=rtol,
+                                   err_msg=f"vmap output {k}, in_axes {tuple(in_axes)}")

@@ -38,13 +38,26 @@ def _shift(axes: tuple) -> tuple:
     return tuple(a + 1 for a in axes)
 
 
-def _axes_rule(prim: Any, key: str, many: bool = True) -> Any:
-    """One batched operand; the param `key` (a tuple of axes, or one axis) shifts by one."""
+def axes_rule(prim: Any, key: str, many: bool = True) -> Any:
+    """For ops of one operand with axis params: the batch axis moves to the front and the
+    param `key` (a tuple of axes, or with `many=False` one axis) shifts by one."""
     def rule(args: tuple, dims: tuple, **params: Any) -> tuple:
         v = params[key]
         params[key] = _shift(v) if many else v + 1
         return prim.bind(_front(args[0], dims[0]), **params), (
             (0,) * len(prim.abstract_eval((args[0].aval,), params)) if prim.multiple_results else 0)
+
+    return rule
+
+
+def leading_batch(prim: Any) -> Any:
+    """For ops that take leading batch dimensions, equal on every operand (linalg's
+    ``(..., M, N)``): every operand's batch axis first (shared operands broadcast), every
+    result batched on axis 0."""
+    def rule(args: tuple, dims: tuple, **params: Any) -> tuple:
+        size = batch_size(args, dims)
+        out = prim.bind(*[to_front(x, d, size) for x, d in zip(args, dims)], **params)
+        return out, ((0,) * len(out) if prim.multiple_results else 0)
 
     return rule
 
@@ -242,11 +255,11 @@ def _table() -> dict:
     table["copy"] = elementwise(c.copy)
     for p in (c.reduce_sum, c.reduce_prod, c.reduce_max, c.reduce_min, c.reduce_and,
               c.reduce_or, c.reverse):
-        table[p.name] = _axes_rule(p, "dimensions" if p is c.reverse else "axes")
+        table[p.name] = axes_rule(p, "dimensions" if p is c.reverse else "axes")
     for p in (c.argmax, c.argmin, c.cumsum):
-        table[p.name] = _axes_rule(p, "axis", many=False)
+        table[p.name] = axes_rule(p, "axis", many=False)
     for p in (c.sort, c.argsort):
-        table[p.name] = _axes_rule(p, "dimension", many=False)
+        table[p.name] = axes_rule(p, "dimension", many=False)
     table.update(
         reshape=_reshape, transpose=_transpose, broadcast_in_dim=_broadcast_in_dim, slice=_slice,
         dynamic_slice=_dynamic_slice, dynamic_update_slice=_dynamic_update_slice, pad=_pad,
@@ -259,4 +272,4 @@ def _table() -> dict:
 
 BATCH = _table()
 
-__all__ = ["BATCH", "elementwise"]
+__all__ = ["BATCH", "axes_rule", "elementwise", "leading_batch"]

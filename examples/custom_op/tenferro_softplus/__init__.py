@@ -37,9 +37,15 @@ def softplus_jvp(primals, tangents):
     return softplus_p.bind(x), lax.mul(t, lax.logistic(x))
 
 
+def softplus_batch(args, dims):
+    """Under vmap: elementwise, so the batched operand gives a result batched on the same axis."""
+    (x,), (d,) = args, dims
+    return softplus_p.bind(x), d
+
+
 def softplus(x: Any) -> Any:
     """softplus of a tensor (or anything `asarray` accepts)."""
     return softplus_p.bind(asarray(x))
 
 
-__all__ = ["softplus", "softplus_jvp", "softplus_p"]
+__all__ = ["softplus", "softplus_batch", "softplus_jvp", "softplus_p"]

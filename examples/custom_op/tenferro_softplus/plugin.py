@@ -1,11 +1,11 @@
-"""Entry point: registers the op, its NumPy kernel, its JVP rule and its cost rule."""
+"""Entry point: registers the op, its NumPy kernel, its JVP, batch and cost rules."""
 
 from __future__ import annotations
 
 from tenferro_core.catalog.cost import TRANSCENDENTAL_FLOPS, elementwise_rule
 from tenferro_core.plugins import hookimpl
 
-from . import softplus_jvp, softplus_p
+from . import softplus_batch, softplus_jvp, softplus_p
 
 
 def _numpy_softplus(x):
@@ -23,4 +23,5 @@ def tenferro_register(registry) -> None:
     registry.add_op(softplus_p)
     registry.add_kernel("numpy", softplus_p, _numpy_softplus)
     registry.add_rule("jvp", softplus_p, softplus_jvp)
+    registry.add_rule("batch", softplus_p, softplus_batch)
     registry.add_rule("cost", softplus_p, softplus_cost)

@@ -1,5 +1,5 @@
 """Entry point of tenferro-fft: registers the ops, their kernels for the numpy backend
-(scipy.fft) and the torch backend (torch.fft), both imported on first use, their AD and
+(scipy.fft) and the torch backend (torch.fft), both imported on first use, their AD, batch and
 cost rules and the ``array_api.fft`` namespace."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from tenferro_core.plugins import hookimpl
 @hookimpl
 def tenferro_register(registry) -> None:
     import tenferro_fft
+    from tenferro_ad.rules.batching import axes_rule
 
     from . import _cost, _kernels, _ops, _rules, _torch_kernels
 
@@ -23,4 +24,6 @@ def tenferro_register(registry) -> None:
         registry.add_rule(kind, op, fn)
     for op, fn in _cost.COST_RULES.items():
         registry.add_rule("cost", op, fn)
+    for op in _ops.OPS:  # one operand, transformed over `axes`: the batch axis goes first
+        registry.add_rule("batch", op, axes_rule(op, "axes"))
     registry.add_namespace("fft", tenferro_fft)

@@ -1,0 +1,30 @@
+"""Batch rule of the whole-contraction op: a fresh index letter for the batch."""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+from tenferro_ad.batching import loop_batch, moveaxis
+
+from .native import _split, contract_p
+
+
+def contract_batch(args: tuple, dims: tuple, *, spec: str, path: tuple) -> tuple:
+    """Each batched operand gets its batch axis first under a letter the spec does not use,
+    and so does the output; shared operands keep their terms (no broadcast), and the
+    opt_einsum path (over operand positions) still holds. The equation stays multilinear
+    and transposable, since the new letter appears in the output."""
+    free = [c for c in string.ascii_letters if c not in spec]
+    if not free:  # all 52 letters taken: the examples one by one
+        size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+        return loop_batch(contract_p, args, dims, size, spec=spec, path=path)
+    b = free[0]
+    terms, out = _split(spec)
+    terms = [t if d is None else b + t for t, d in zip(terms, dims)]
+    xs = [x if d is None else moveaxis(x, d, 0) for x, d in zip(args, dims)]
+    new = ",".join(terms) + "->" + b + out
+    return contract_p.bind(*xs, spec=new, path=path), 0
+
+
+__all__ = ["contract_batch"]
