@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import string
-from typing import Any
 
 from tenferro_ad.batching import loop_batch, moveaxis
 

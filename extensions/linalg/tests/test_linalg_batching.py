@@ -98,10 +98,11 @@ def test_pivot_ops_under_vmap(name):
     bs = [xp.asarray(rng.standard_normal((3, 2))) for _ in range(3)]
     if name == "lu_solve":
         for trans in (0, 1):
-            check_vmap(lambda lu, piv, b: op("lu_solve").bind(lu, piv, b, trans=trans),
-                       [[lu, piv, b] for (lu, piv), b in zip(lus, bs)], [0, 0, 1], atol=1e-9)
-            check_vmap(lambda lu, piv, b: op("lu_solve").bind(lu, piv, b, trans=trans),
-                       [[lus[0][0], lus[0][1], b] for b in bs], [None, None, 0], atol=1e-9)
+            def f(lu, piv, b, trans=trans):
+                return op("lu_solve").bind(lu, piv, b, trans=trans)
+
+            check_vmap(f, [[lu, piv, b] for (lu, piv), b in zip(lus, bs)], [0, 0, 1], atol=1e-9)
+            check_vmap(f, [[lus[0][0], lus[0][1], b] for b in bs], [None, None, 0], atol=1e-9)
     else:
         check_vmap(lambda piv: op("lu_pivots_to_permutation").bind(piv, size=3),
                    [[piv] for _, piv in lus], [0])
