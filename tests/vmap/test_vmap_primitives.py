@@ -116,6 +116,9 @@ def test_vmap_matches_stacking(prim_name, device, data):
     if aval.dtype.kind in "fc" and prim.category in ("contraction", "reduction"):
         assert_close(got, want, aval.dtype, mult=4 * max(1, max(a.size for a in case.args)),
                      what=what)
+    elif aval.dtype.kind in "fc" and prim.category == "elementwise" and prim.nin:
+        # a longer array may take the library's vector path: transcendentals differ in ulps
+        assert_close(got, want, aval.dtype, mult=case.mult, what=what)
     else:
         assert got.shape == want.shape and got.dtype == want.dtype, what
         if aval.dtype.kind == "f" and aval.dtype.bits == 16:  # ml_dtypes' NaN != NaN here

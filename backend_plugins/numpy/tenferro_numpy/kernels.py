@@ -356,6 +356,8 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
     a = np.transpose(lhs, list(lb) + lf + list(lc)).reshape(math.prod(bshape), math.prod(m), k)
     b = np.transpose(rhs, list(rb) + list(rc) + rf).reshape(math.prod(bshape), k, math.prod(n))
     with np.errstate(**_QUIET):
+        if k == 1:  # batched outer products (per-example gradients): matmul loops per batch
+            return np.multiply(a, b).reshape(bshape + m + n)
         return np.matmul(a, b).reshape(bshape + m + n)
 
 
