@@ -251,7 +251,7 @@ def expm(x):
     import torch
 
     _require_finite("expm", x)
-    return torch.linalg.matrix_exp(x)
+    return torch.linalg.matrix_exp(x.contiguous())  # a permuted batch breaks its internal view()
 
 
 def expm_frechet(a, e):
