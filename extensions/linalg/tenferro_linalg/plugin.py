@@ -4,10 +4,10 @@ batch and cost rules and the ``array_api.linalg`` namespace."""
 
 from __future__ import annotations
 
-from tenferro_ad.rules.batching import leading_batch
 from tenferro_core.plugins import hookimpl
 
 from . import _cost, _decomp, _products, _solve, _torch_kernels
+from ._batching import batch_rule
 
 MODULES = (_decomp, _solve, _products)
 
@@ -23,8 +23,8 @@ def tenferro_register(registry) -> None:
             registry.add_kernel("numpy", op, fn)
         for kind, op, fn in mod.RULES:
             registry.add_rule(kind, op, fn)
-        for op in mod.OPS:  # every op takes leading batch dimensions, equal on its operands
-            registry.add_rule("batch", op, leading_batch(op))
+        for op in mod.OPS:
+            registry.add_rule("batch", op, batch_rule(op))
     for op, fn in _torch_kernels.KERNELS.items():
         registry.add_kernel("torch", op, fn)
     for op, fn in _cost.COST_RULES.items():

@@ -118,3 +118,21 @@ def test_nested_vmap_and_an_empty_batch():
     assert empty.shape == (0, 3, 3)
     sign, logdet = vmap(op("slogdet").bind)(xp.asarray(np.stack([_mat(rng, 3) for _ in range(2)])))
     assert sign.shape == logdet.shape == (2,)
+
+
+@pytest.mark.parametrize("name", ["solve", "solve_triangular"])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_a_shared_matrix_solves_the_whole_batch_at_once(name, axis):
+    """A shared matrix and batched right-hand sides: the examples fold into the columns (one
+    bind of the op for the batch), equal to solving each example."""
+    from tenferro_runtime import trace
+
+    rng = np.random.default_rng(3)
+    f = CASES[name][0]
+    a = xp.asarray(_mat(rng, 3, kind="tri"))
+    examples = [[a, xp.asarray(rng.standard_normal((3, 2)))] for _ in range(4)]
+    check_vmap(f, examples, [None, axis], atol=1e-10)
+    bs = xp.stack([ex[1] for ex in examples], axis=axis)
+    graph = trace(vmap(f, in_axes=(None, axis)), a, bs)
+    assert sum(n.prim.name == f"tenferro_linalg.{name}.v1" for n in graph.nodes) == 1
+    assert vmap(f, in_axes=(None, 0))(a, xp.zeros((0, 3, 2), dtype=xp.float64)).shape == (0, 3, 2)
