@@ -17,6 +17,7 @@ from tenferro_core.catalog.cost import CORE_COST_RULES, ZERO, Cost
 from tenferro_core.errors import MissingRuleError, PluginError
 from tenferro_core.primitive import Primitive
 
+from .control_flow_prims import ControlFlowPrimitive, control_flow_cost
 from .graph_prims import GraphPrimitive
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ def cost_rule(runtime: Runtime, prim: Primitive) -> Any:
     rule = runtime.rule("cost", prim)
     if rule is None and isinstance(prim, GraphPrimitive):  # call, fused: their graph's cost
         return lambda in_avals, out_avals, **params: graph_cost(prim.graph_of(params), runtime)
+    if rule is None and isinstance(prim, ControlFlowPrimitive):  # cond, while, scan: their bodies'
+        return lambda in_avals, out_avals, **params: control_flow_cost(prim, runtime, params)
     if rule is None and not prim.family:
         rule = CORE_COST_RULES.get(prim.name)
     if rule is None:

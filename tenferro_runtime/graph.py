@@ -355,11 +355,13 @@ def _ready_plan(graph: Graph, stack: Any) -> Any:
 
 
 def dead_code_elimination(graph: Graph) -> Graph:
-    """`graph` without the nodes no output depends on (effectful nodes are always kept)."""
+    """`graph` without the nodes no output depends on (effectful nodes, and control flow
+    whose bodies hold one, are always kept)."""
+    from .graph_prims import effectful
     needed = {v for v in graph.outputs if isinstance(v, Var)}
     kept = []
     for node in reversed(graph.nodes):
-        if node.prim.effects or any(v in needed for v in node.outputs):
+        if effectful(node) or any(v in needed for v in node.outputs):
             kept.append(node)
             needed.update(node.inputs)
     consts = {v: c for v, c in graph.consts.items() if v in needed}
@@ -370,7 +372,8 @@ def dead_code_elimination(graph: Graph) -> Graph:
 def verify_graph(graph: Graph) -> None:
     """Raise TenferroError unless `graph` is well formed: every var defined once before its
     use (inputs, consts, node outputs), each node's params canonical and its output avals
-    what its primitive's abstract eval gives (what a pass must preserve)."""
+    what its primitive's abstract eval gives (what a pass must preserve); the sub-graphs of
+    control-flow nodes (cond, while, scan) are verified too."""
     defined = set(graph.inputs)
     for v, c in graph.consts.items():
         if getattr(c, "_aval", None) is not v.aval:
@@ -389,6 +392,11 @@ def verify_graph(graph: Graph) -> None:
                 f"node {i} ({n.prim.name}) declares outputs "
                 f"{[v.aval.str_short() for v in n.outputs]} but its abstract eval gives "
                 f"{[a.str_short() for a in out]}")
+        for sub in getattr(n.prim, "subgraphs", lambda p: ())(n.params):  # control flow's bodies
+            try:
+                verify_graph(sub)
+            except TenferroError as err:
+                raise TenferroError(f"node {i} ({n.prim.name}): a sub-graph: {err}") from None
         for v in n.outputs:
             if v in defined:
                 raise TenferroError(f"node {i} ({n.prim.name}) redefines {v}")

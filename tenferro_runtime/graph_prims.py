@@ -52,14 +52,29 @@ def pinned(node: Any) -> bool:
         return True
     if isinstance(prim, GraphPrimitive):
         return any(pinned(m) for m in prim.graph_of(node.params).nodes)
+    subgraphs = getattr(prim, "subgraphs", None)  # control flow (control_flow_prims)
+    if subgraphs is not None:
+        return any(pinned(m) for g in subgraphs(node.params) for m in g.nodes)
     return False
+
+
+def effectful(node: Any) -> bool:
+    """True for a node DCE must keep: effectful, or holding a graph with such a node."""
+    prim = node.prim
+    if prim.effects:
+        return True
+    subgraphs = getattr(prim, "subgraphs", None)
+    if subgraphs is None and isinstance(prim, GraphPrimitive):
+        subgraphs = lambda params: (prim.graph_of(params),)  # noqa: E731
+    return subgraphs is not None and any(effectful(m) for g in subgraphs(node.params) for m in g.nodes)
 
 
 def foldable(node: Any, max_elements: int = FOLD_MAX) -> bool:
     """True for a node that may run once, ahead of time, when all its inputs are constants
     (results of at most `max_elements` elements in all): the one rule the `fold` pass and a
     plan's build both follow."""
-    return not pinned(node) and sum(v.aval.size for v in node.outputs) <= max_elements
+    return (not pinned(node) and not getattr(node.prim, "loops", False)  # control flow: never
+            and sum(v.aval.size for v in node.outputs) <= max_elements)
 
 
 def _aval_of(value: Any) -> Aval:
@@ -146,4 +161,4 @@ class GroupKernels:
         return f"return ({', '.join(res)}{',' if len(res) == 1 else ''})"
 
 
-__all__ = ["BY_NAME", "GraphPrimitive", "GroupKernels", "call_p", "fused_p"]
+__all__ = ["BY_NAME", "GraphPrimitive", "GroupKernels", "call_p", "effectful", "fused_p"]

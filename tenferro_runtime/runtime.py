@@ -21,7 +21,7 @@ from tenferro_core.errors import DeviceError, DTypeError, MissingKernelError, Pl
 from tenferro_core.plugins import Plugin, PluginReport, Registration, discover, make_plugin_manager
 from tenferro_core.primitive import Primitive
 
-from . import graph_prims
+from . import control_flow_prims, graph_prims
 from .caches import Caches
 from .threads import apply_threads, resolve_threads
 
@@ -192,7 +192,8 @@ class Runtime:
         self._lock = threading.RLock()
         self.reports: list[PluginReport] = list(reports)
         self.backends: dict[str, tuple[Any, int, str]] = {}
-        self.ops: dict[str, Primitive] = {**catalog.BY_NAME, **graph_prims.BY_NAME}
+        self.ops: dict[str, Primitive] = {**catalog.BY_NAME, **graph_prims.BY_NAME,
+                                          **control_flow_prims.BY_NAME}
         # (kind, name) -> who registered it, for every kind in _UNIQUE (duplicates name both)
         self._sources: dict[tuple[str, Any], str] = {("op", n): "tenferro_core" for n in self.ops}
         self.kernels: dict[tuple[str, str], tuple[Any, int, str]] = {}

@@ -1,0 +1,264 @@
+"""The structured control-flow primitives: `cond`, `while` and `scan`.
+
+Each holds its bodies as compiled callees (`compiled.Callee`: a graph traced once, its
+optimized executable built on first run), so `compile` neither unrolls nor retraces them.
+
+- ``cond(index, *ops; branches)``: ``branches[index](*ops)``; index an int32 scalar, clamped.
+- ``while(*cond_consts, *body_consts, *carry; cond, body, cond_nconsts, body_nconsts)``:
+  ``while cond(*cond_consts, *carry): carry = body(*body_consts, *carry)``.
+- ``scan(*consts, *init, *xs; body, length, reverse, num_consts, num_carry, unroll)``:
+  ``carry, y_i = body(*consts, *carry, *x_i)`` for i in range(length) (backwards when
+  `reverse`), returning the final carry and every y stacked on a new leading axis.
+
+Their shape rules check the operands against the bodies' inputs and that the bodies keep
+the carry's avals. Evaluated eagerly (the bottom of the interpreter stack, or a plan step) a
+loop runs its body's executable per iteration, below any observer: no retracing. The user
+API is `tenferro_runtime.control_flow`; AD and batching rules live in tenferro_ad.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tenferro_core import dtypes as D
+from tenferro_core.avals import Aval
+from tenferro_core.catalog.cost import Cost
+from tenferro_core.errors import ArgumentError, ConcretizationError, DeviceError, DTypeError, ShapeError
+from tenferro_core.params import p_bool, p_nonneg_int
+from tenferro_core.primitive import REQUIRED, Primitive
+
+from .tensor import Tensor
+from .tracing import Tracer, eager_only
+
+
+class ControlFlowPrimitive(Primitive):
+    """A primitive whose params hold sub-graphs (as callees): passes leave its node whole
+    (`subgraphs` lets them and `verify_graph` look inside), and it is never folded."""
+
+    loops = True  # graph_prims.foldable: never evaluated ahead of time
+
+    def __init__(self, name: str, schema: dict, out_avals: Any, run: Any, callees: Any, doc: str):
+        super().__init__(name, _no_rule, params=schema, nin=None, multiple_results=True,
+                         decomposition=run, category="extension", doc=doc)
+        self._out_avals = out_avals
+        self._callees = callees
+
+    def callees(self, params: dict) -> tuple:
+        """The callees in `params` (branches; cond and body; body)."""
+        return self._callees(params)
+
+    def subgraphs(self, params: dict) -> tuple:
+        """The graphs of the callees in `params`."""
+        return tuple(c.graph for c in self._callees(params))
+
+    def abstract_eval(self, avals: Sequence[Aval], params: Any) -> tuple[Aval, ...]:
+        avals = tuple(avals)
+        for a in avals[1:]:
+            if a.device is not avals[0].device and a.device != avals[0].device:
+                raise DeviceError(
+                    f"{self.name}: all operands must be on one device, got {avals[0].device} and "
+                    f"{a.device}; move one explicitly with x.to_device({str(avals[0].device)!r})")
+        return tuple(self._out_avals(avals, **params))
+
+
+def _no_rule(*avals: Any, **params: Any) -> Any:  # ControlFlowPrimitive.abstract_eval replaces it
+    raise AssertionError("unreachable")
+
+
+def _callee(prim: str, name: str, v: Any) -> Any:
+    from .graph import Graph
+
+    if not isinstance(getattr(v, "graph", None), Graph) or not hasattr(v, "run"):
+        raise ArgumentError(f"{prim}: parameter {name!r} expects a compiled callee "
+                            f"(tenferro_runtime.compiled.Callee), got {type(v).__name__}")
+    return v
+
+
+def _callees(prim: str, name: str, v: Any) -> tuple:
+    if not isinstance(v, (tuple, list)) or not v:
+        raise ArgumentError(f"{prim}: parameter {name!r} expects a non-empty tuple of compiled "
+                            f"callees, got {v!r}")
+    return tuple(_callee(prim, name, c) for c in v)
+
+
+def _pos_int(prim: str, name: str, v: Any) -> int:
+    v = p_nonneg_int(prim, name, v)
+    if v < 1:
+        raise ArgumentError(f"{prim}: parameter {name!r} must be >= 1, got {v}")
+    return v
+
+
+def short(avals: Sequence[Aval]) -> str:
+    return "[" + ", ".join(a.str_short() for a in avals) + "]"
+
+
+def in_avals(callee: Any) -> tuple:
+    return tuple(v.aval for v in callee.graph.inputs)
+
+
+def out_avals(callee: Any) -> tuple:
+    return tuple(v.aval if hasattr(v, "aval") else v._aval for v in callee.graph.outputs)
+
+
+def _expect(prim: str, what: str, got: Sequence[Aval], want: Sequence[Aval]) -> None:
+    """ShapeError (DTypeError where only dtypes differ) unless `got` equals `want`."""
+    got, want = tuple(got), tuple(want)
+    if got == want:
+        return
+    same_shapes = len(got) == len(want) and all(g.shape == w.shape for g, w in zip(got, want))
+    err = DTypeError if same_shapes else ShapeError
+    raise err(f"{prim}: {what}: expected {short(want)}, got {short(got)}")
+
+
+# ---- cond ----------------------------------------------------------------------------------------
+
+def _cond_out(avals: tuple, *, branches: tuple) -> tuple:
+    if not avals:
+        raise ArgumentError("cond: expected the branch index operand first, got no operands")
+    index, ops = avals[0], avals[1:]
+    if index.shape != () or index.dtype is not D.int32:
+        raise DTypeError(f"cond: the branch index must be an int32 scalar, got {index.str_short()}")
+    outs = out_avals(branches[0])
+    for k, b in enumerate(branches):
+        _expect("cond", f"branch {k}'s inputs vs the operands", ops, in_avals(b))
+        _expect("cond", f"branch {k}'s outputs vs branch 0's", out_avals(b), outs)
+    return outs
+
+
+def _run_cond(index: Tensor, *ops: Tensor, branches: tuple) -> tuple:
+    i = min(max(_host(index, "cond's branch index"), 0), len(branches) - 1)
+    with eager_only():
+        return tuple(branches[i].run(ops))
+
+
+def _host(x: Tensor, what: str) -> Any:
+    if isinstance(x, Tracer):
+        raise ConcretizationError(f"{what} is traced; control flow evaluates eagerly only on "
+                                  f"concrete tensors (bind the primitive under transformations)")
+    return x.item()
+
+
+cond_p = ControlFlowPrimitive(
+    "cond", {"branches": (_callees, REQUIRED)}, _cond_out, _run_cond, lambda p: p["branches"],
+    doc="branches[index](*operands), index an int32 scalar clamped to the branches "
+        "(params: branches, a tuple of callees with equal input and output avals).")
+
+
+# ---- while ---------------------------------------------------------------------------------------
+
+def _while_split(ops: Sequence[Any], cond_nconsts: int, body_nconsts: int) -> tuple:
+    cc, bc = ops[:cond_nconsts], ops[cond_nconsts:cond_nconsts + body_nconsts]
+    return cc, bc, ops[cond_nconsts + body_nconsts:]
+
+
+def _while_out(avals: tuple, *, cond: Any, body: Any, cond_nconsts: int, body_nconsts: int) -> tuple:
+    if cond_nconsts + body_nconsts > len(avals):
+        raise ArgumentError(f"while: cond_nconsts + body_nconsts = {cond_nconsts + body_nconsts} "
+                            f"exceeds the {len(avals)} operand(s)")
+    cc, bc, carry = _while_split(avals, cond_nconsts, body_nconsts)
+    _expect("while", "cond's inputs vs its operands", (*cc, *carry), in_avals(cond))
+    pred = out_avals(cond)
+    if len(pred) != 1 or pred[0].shape != () or pred[0].dtype is not D.bool_:
+        raise DTypeError(f"while: cond must return one bool scalar, got {short(pred)}")
+    _expect("while", "body's inputs vs its operands", (*bc, *carry), in_avals(body))
+    _expect("while", "body's outputs vs the carry", out_avals(body), carry)
+    return carry
+
+
+def _run_while(*ops: Tensor, cond: Any, body: Any, cond_nconsts: int, body_nconsts: int) -> tuple:
+    cc, bc, carry = _while_split(ops, cond_nconsts, body_nconsts)
+    carry = list(carry)
+    with eager_only():
+        while _host(cond.run([*cc, *carry])[0], "while's predicate"):
+            carry = body.run([*bc, *carry])
+    return tuple(carry)
+
+
+WHILE_SCHEMA = {"cond": (_callee, REQUIRED), "body": (_callee, REQUIRED),
+                "cond_nconsts": (p_nonneg_int, 0), "body_nconsts": (p_nonneg_int, 0)}
+while_p = ControlFlowPrimitive(
+    "while", WHILE_SCHEMA, _while_out, _run_while, lambda p: (p["cond"], p["body"]),
+    doc="while cond(*cond_consts, *carry): carry = body(*body_consts, *carry) "
+        "(params: cond, body, cond_nconsts, body_nconsts).")
+
+
+# ---- scan ----------------------------------------------------------------------------------------
+
+def scan_split(ops: Sequence[Any], num_consts: int, num_carry: int) -> tuple:
+    """(consts, carry, xs) of a scan's operands."""
+    return ops[:num_consts], ops[num_consts:num_consts + num_carry], ops[num_consts + num_carry:]
+
+
+def _scan_out(avals: tuple, *, body: Any, length: int, reverse: bool, num_consts: int,
+              num_carry: int, unroll: int) -> tuple:
+    if num_consts + num_carry > len(avals):
+        raise ArgumentError(f"scan: num_consts + num_carry = {num_consts + num_carry} exceeds the "
+                            f"{len(avals)} operand(s)")
+    consts, carry, xs = scan_split(avals, num_consts, num_carry)
+    for k, x in enumerate(xs):
+        if not x.shape or x.shape[0] != length:
+            raise ShapeError(f"scan: xs operand {k} ({x.str_short()}) must have a leading axis of "
+                             f"the scan's length {length}")
+    slices = tuple(Aval(x.shape[1:], x.dtype, x.device) for x in xs)
+    _expect("scan", "body's inputs vs its operands", (*consts, *carry, *slices), in_avals(body))
+    outs = out_avals(body)
+    _expect("scan", "body's carry outputs vs the carry", outs[:num_carry], carry)
+    ys = tuple(Aval((length, *y.shape), y.dtype, y.device) for y in outs[num_carry:])
+    return (*carry, *ys)
+
+
+def _run_scan(*ops: Tensor, body: Any, length: int, reverse: bool, num_consts: int, num_carry: int,
+              unroll: int) -> tuple:
+    from . import array_api as xp
+
+    consts, carry, xs = scan_split(ops, num_consts, num_carry)
+    carry = list(carry)
+    y_avals = out_avals(body)[num_carry:]
+    ys: list[list] = [[] for _ in y_avals]
+    with eager_only():
+        for step in range(length):
+            i = length - 1 - step if reverse else step
+            out = body.run([*consts, *carry, *[x[i] for x in xs]])
+            carry = out[:num_carry]
+            for acc, y in zip(ys, out[num_carry:]):
+                acc.append(y)
+        if reverse:
+            ys = [acc[::-1] for acc in ys]
+        stacked = [xp.stack(acc) if acc else xp.zeros((0, *a.shape), dtype=a.dtype, device=a.device)
+                   for acc, a in zip(ys, y_avals)]
+    return (*carry, *stacked)
+
+
+SCAN_SCHEMA = {"body": (_callee, REQUIRED), "length": (p_nonneg_int, REQUIRED),
+               "reverse": (p_bool, False), "num_consts": (p_nonneg_int, 0),
+               "num_carry": (p_nonneg_int, 0), "unroll": (_pos_int, 1)}
+scan_p = ControlFlowPrimitive(
+    "scan", SCAN_SCHEMA, _scan_out, _run_scan, lambda p: (p["body"],),
+    doc="carry, y_i = body(*consts, *carry, *x_i) over the leading axis of xs; returns the "
+        "final carry and the ys stacked (params: body, length, reverse, num_consts, num_carry, "
+        "unroll).")
+
+BY_NAME = {p.name: p for p in (cond_p, while_p, scan_p)}
+
+
+# ---- cost ----------------------------------------------------------------------------------------
+
+def control_flow_cost(prim: ControlFlowPrimitive, runtime: Any, params: dict) -> Cost:
+    """FLOPs and bytes of one application: the costliest branch of a cond; one trip of a
+    while's predicate and body (its trip count is unknown until it runs); `length` trips of a
+    scan's body."""
+    from .cost import graph_cost
+
+    costs = [graph_cost(g, runtime) for g in prim.subgraphs(params)]
+    if prim is cond_p:
+        return max(costs, key=lambda c: (c.flops, c.bytes))
+    total = Cost(sum(c.flops for c in costs), sum(c.bytes for c in costs))
+    if prim is scan_p:
+        n = params["length"]
+        total = Cost(total.flops * n, total.bytes * n)
+    return total
+
+
+__all__ = ["BY_NAME", "ControlFlowPrimitive", "cond_p", "control_flow_cost", "scan_p", "scan_split",
+           "while_p"]
