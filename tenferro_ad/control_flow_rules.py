@@ -1,0 +1,377 @@
+"""JVP and transpose rules of the control-flow primitives (`cond`, `while`, `scan`).
+
+A body's JVP is traced once per pattern of nonzero tangents into a joint graph (primals and
+tangents in, primal and tangent results out) and, as `call`'s (call_rules.py), split into a
+primal graph (primals -> results and the residuals the tangent part reads) and a tangent graph
+(residuals, tangents -> result tangents), linear in the tangents.
+
+- `cond`: the primal branches return the union of every branch's residuals (zeros for the
+  others'); a second `cond` of the tangent branches reads them. Transpose: a `cond` of the
+  transposed tangent branches.
+- `scan`: which carry tangents are nonzero is found by a fixed point; the primal scan stacks
+  the residuals per iteration (as JAX does; residuals that are loop constants are passed once),
+  the tangent scan reads them as xs. Transpose: the linear scan run the other way, the carry
+  holding the carry cotangent and the constants' accumulated cotangents.
+- `while`: forward mode runs one loop over the joint body. Reverse mode would need every
+  iteration's residuals with no trip count known ahead, and is a `MissingRuleError` naming
+  `scan` and `fori_loop` with static bounds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenferro_core import dtypes as D
+from tenferro_core.errors import MissingRuleError
+from tenferro_runtime import lax
+from tenferro_runtime.compiled import Callee
+from tenferro_runtime.control_flow_prims import cond_p, scan_p, scan_split, while_p
+from tenferro_runtime.graph import Graph, GraphTrace, Var, eval_graph, trace
+
+from .ad_util import Zero, instantiate, is_undefined, is_zero
+from .call_rules import _transpose
+from .jvp import has_tangent
+from .transpose import backward_pass
+
+WHILE_REVERSE = (
+    "reverse-mode differentiation (grad, vjp, linearize, a GradientTape) of a while_loop is not "
+    "supported: its trip count is known only when it runs, so its per-iteration residuals cannot "
+    "be stored; use tenferro_runtime.lax.scan, or fori_loop with Python int bounds (a scan of "
+    "static length), or forward mode (jvp, jacfwd)")
+
+
+# ---- the joint JVP graph and its split --------------------------------------------------------------
+
+def jvp_joint(graph: Graph, nonzero: tuple, force: tuple) -> tuple[Graph, tuple]:
+    """(joint graph, which results carry a tangent): inputs the primals then the tangents of
+    the `nonzero` inputs; results the primal results then the tangents of the floating
+    results whose tangent is nonzero or `force`d (instantiated)."""
+    from .api import _jvp_flat
+
+    in_avals = [v.aval for v in graph.inputs]
+    n_in = len(in_avals)
+    out_nz: list = []
+
+    def joint(*xs: Any) -> list:
+        it = iter(xs[n_in:])
+        tangents = [next(it) if nz else Zero(a) for a, nz in zip(in_avals, nonzero)]
+        po, to = _jvp_flat(lambda ins: eval_graph(graph, *ins), list(xs[:n_in]), tangents)
+        out_nz[:] = [has_tangent(p._aval) and (not is_zero(t) or f) for p, t, f in zip(po, to, force)]
+        return [*po, *[instantiate(t) for t, nz in zip(to, out_nz) if nz]]
+
+    g = trace(joint, *in_avals, *[a for a, nz in zip(in_avals, nonzero) if nz])
+    return g.replace(out_tree=None), tuple(out_nz)
+
+
+def split(joint: Graph, n_in: int, n_out: int) -> tuple | None:
+    """(primal graph: primals -> primal results + residuals, tangent graph: residuals +
+    tangents -> tangent results, residual vars), or None where a primal result depends on a
+    tangent (a forward-only construct such as a while loop inside)."""
+    tangent_in = set(joint.inputs[n_in:])
+    dependent = set(tangent_in)
+    primal_nodes, tangent_nodes = [], []
+    for node in joint.nodes:
+        if any(v in dependent for v in node.inputs):
+            tangent_nodes.append(node)
+            dependent.update(node.outputs)
+        else:
+            primal_nodes.append(node)
+    primal_outs, tangent_outs = joint.outputs[:n_out], joint.outputs[n_out:]
+    if any(v in dependent for v in primal_outs):
+        return None
+    residuals: list[Var] = []
+    seen: set = set()
+    for v in [*(i for n in tangent_nodes for i in n.inputs), *tangent_outs]:
+        if isinstance(v, Var) and v not in dependent and v not in joint.consts and v not in seen:
+            seen.add(v)
+            residuals.append(v)
+    primal = Graph(inputs=list(joint.inputs[:n_in]), nodes=primal_nodes,
+                   outputs=[*primal_outs, *residuals], consts=_used(joint.consts, primal_nodes, primal_outs))
+    tangent = Graph(inputs=[*residuals, *joint.inputs[n_in:]], nodes=tangent_nodes,
+                    outputs=list(tangent_outs), consts=_used(joint.consts, tangent_nodes, tangent_outs))
+    return primal, tangent, residuals
+
+
+def _used(consts: dict, nodes: list, outputs: Any = ()) -> dict:
+    reads = {v for n in nodes for v in n.inputs} | set(outputs)
+    return {v: c for v, c in consts.items() if v in reads}
+
+
+def _zeros(aval: Any) -> Any:
+    fill = False if aval.dtype is D.bool_ else 0
+    return lax.full(shape=aval.shape, fill_value=fill, dtype=aval.dtype, device=aval.device)
+
+
+def _nonzero(tangents: Any, primals: Any) -> tuple:
+    return tuple(not is_zero(t) and has_tangent(p._aval) for p, t in zip(primals, tangents))
+
+
+def linearizing(primals: tuple, tangents: tuple) -> bool:
+    """True where the tangents are being recorded as a linear graph (linearize, vjp, a tape's
+    VJP): a tangent is a value of a plain graph trace that no primal belongs to."""
+    traces = {id(getattr(p, "_trace", None)) for p in primals}
+    for t in tangents:
+        tr = getattr(t, "_trace", None)
+        if type(tr) is GraphTrace and id(tr) not in traces:
+            return True
+    return False
+
+
+def _reverse_error() -> MissingRuleError:
+    return MissingRuleError(WHILE_REVERSE)
+
+
+# ---- cond ----------------------------------------------------------------------------------------
+
+def cond_jvp(primals: tuple, tangents: tuple, *, branches: tuple) -> tuple[tuple, tuple]:
+    index, ops, ts = primals[0], primals[1:], tangents[1:]
+    nz = _nonzero(ts, ops)
+    parts = branches[0].derived(("cond_jvp", branches, nz), lambda: _cond_jvp_parts(branches, nz))
+    n_out = len(branches[0].graph.outputs)
+    live = [t for t, z in zip(ts, nz) if z]
+    if parts[0] == "joint":
+        if linearizing(primals, tuple(live)):
+            raise _reverse_error()
+        _, joint, out_nz = parts
+        outs = cond_p.bind(index, *ops, *live, branches=joint)
+        return _with_tangents(outs[:n_out], iter(outs[n_out:]), out_nz)
+    primal_b, tangent_b, out_nz = parts
+    outs = cond_p.bind(index, *ops, branches=primal_b)
+    primal_out, residuals = outs[:n_out], outs[n_out:]
+    t_out = iter(())
+    if any(out_nz):
+        t_out = iter(cond_p.bind(index, *residuals, *[instantiate(t) for t in live], branches=tangent_b))
+    return _with_tangents(primal_out, t_out, out_nz)
+
+
+def _with_tangents(primal_out: Any, t_out: Any, out_nz: tuple) -> tuple[tuple, tuple]:
+    return tuple(primal_out), tuple(next(t_out) if z else Zero(p._aval) for p, z in zip(primal_out, out_nz))
+
+
+def _cond_jvp_parts(branches: tuple, nz: tuple) -> tuple:
+    n_in, n_out = len(branches[0].graph.inputs), len(branches[0].graph.outputs)
+    force = (True,) * n_out
+    joints = [jvp_joint(b.graph, nz, force) for b in branches]
+    out_nz = joints[0][1]
+    splits = [split(j, n_in, n_out) for j, _ in joints]
+    if any(s is None for s in splits):
+        return "joint", tuple(Callee(j, f"jvp({b.name})") for (j, _), b in zip(joints, branches)), out_nz
+    res_avals = [[v.aval for v in s[2]] for s in splits]
+    all_res = [a for r in res_avals for a in r]
+    primal_b, tangent_b = [], []
+    offset = 0
+    for b, (primal, tangent, _), avals in zip(branches, splits, res_avals):
+        k = len(avals)
+
+        def prim_fn(*ins: Any, primal: Graph = primal, offset: int = offset, k: int = k) -> list:
+            outs = eval_graph(primal, *ins)
+            zeros = [_zeros(a) for a in all_res]
+            return [*outs[:n_out], *zeros[:offset], *outs[n_out:], *zeros[offset + k:]]
+
+        def tan_fn(*ins: Any, tangent: Graph = tangent, offset: int = offset, k: int = k) -> list:
+            return eval_graph(tangent, *ins[offset:offset + k], *ins[len(all_res):])
+
+        t_avals = [v.aval for v in tangent.inputs[k:]]
+        primal_b.append(Callee(trace(prim_fn, *[v.aval for v in primal.inputs]).replace(out_tree=None),
+                               f"jvp({b.name}).primal"))
+        tangent_b.append(Callee(trace(tan_fn, *all_res, *t_avals).replace(out_tree=None),
+                                f"jvp({b.name}).tangent"))
+        offset += k
+    return tuple(primal_b), tuple(tangent_b), out_nz
+
+
+def cond_transpose(cts: tuple, index: Any, *ops: Any, branches: tuple) -> tuple:
+    unknown = tuple(is_undefined(o) for o in ops)
+    transposed = branches[0].derived(("cond_transpose", branches, unknown),
+                                     lambda: tuple(_transpose(b, unknown) for b in branches))
+    known = [o for o in ops if not is_undefined(o)]
+    out = iter(cond_p.bind(index, *known, *[instantiate(c) for c in cts], branches=transposed))
+    return (None, *[next(out) if u else None for u in unknown])
+
+
+# ---- while ---------------------------------------------------------------------------------------
+
+def while_jvp(primals: tuple, tangents: tuple, *, cond: Callee, body: Callee, cond_nconsts: int,
+              body_nconsts: int) -> tuple[tuple, tuple]:
+    n_cc, n_bc = cond_nconsts, body_nconsts
+    cc, bc, carry = primals[:n_cc], primals[n_cc:n_cc + n_bc], primals[n_cc + n_bc:]
+    bct, ct = tangents[n_cc:n_cc + n_bc], tangents[n_cc + n_bc:]
+    bc_nz, carry_nz = _nonzero(bct, bc), _nonzero(ct, carry)
+    if not any(bc_nz) and not any(carry_nz):
+        outs = while_p.bind(*primals, cond=cond, body=body, cond_nconsts=n_cc, body_nconsts=n_bc)
+        return tuple(outs), tuple(Zero(o._aval) for o in outs)
+    live = [t for t, z in zip((*bct, *ct), (*bc_nz, *carry_nz)) if z]
+    if linearizing(primals, tuple(live)):
+        raise _reverse_error()
+    new_cond, new_body, carry_nz = body.derived(
+        ("while_jvp", cond, bc_nz, carry_nz), lambda: _while_jvp_graphs(cond, body, bc_nz, carry_nz))
+    bct_live = [t for t, z in zip(bct, bc_nz) if z]
+    ct_live = [instantiate(t if not is_zero(t) else Zero(c._aval))
+               for t, c, z in zip(ct, carry, carry_nz) if z]
+    outs = while_p.bind(*cc, *bc, *bct_live, *carry, *ct_live, cond=new_cond, body=new_body,
+                        cond_nconsts=n_cc, body_nconsts=n_bc + len(bct_live))
+    n = len(carry)
+    return _with_tangents(outs[:n], iter(outs[n:]), carry_nz)
+
+
+def _fixpoint(graph: Graph, consts_nz: tuple, carry_nz: tuple, rest_nz: tuple, n_y: int) -> tuple:
+    """(joint graph, carry pattern, results pattern): the carry tangents that are nonzero
+    once the loop has run any number of times (a fixed point of the body's JVP)."""
+    while True:
+        joint, out_nz = jvp_joint(graph, (*consts_nz, *carry_nz, *rest_nz), (*carry_nz, *(False,) * n_y))
+        grown = tuple(a or b for a, b in zip(carry_nz, out_nz[:len(carry_nz)]))
+        if grown == carry_nz:
+            return joint, carry_nz, out_nz
+        carry_nz = grown
+
+
+def _while_jvp_graphs(cond: Callee, body: Callee, bc_nz: tuple, carry_nz: tuple) -> tuple:
+    n_bc = len(body.graph.inputs) - len(carry_nz)
+    joint, carry_nz, _ = _fixpoint(body.graph, bc_nz, carry_nz, (), 0)
+    ins = joint.inputs
+    n_bct = sum(bc_nz)
+    n_p = len(body.graph.inputs)
+    order = [*ins[:n_bc], *ins[n_p:n_p + n_bct], *ins[n_bc:n_p], *ins[n_p + n_bct:]]
+    new_body = Callee(joint.replace(inputs=order), f"jvp({body.name})")
+    extra = [Var(v.aval) for v, z in zip(body.graph.inputs[n_bc:], carry_nz) if z]
+    new_cond = Callee(cond.graph.replace(inputs=[*cond.graph.inputs, *extra]), cond.name)
+    return new_cond, new_body, carry_nz
+
+
+def while_transpose(cts: tuple, *ops: Any, **params: Any) -> tuple:
+    raise _reverse_error()
+
+
+# ---- scan ----------------------------------------------------------------------------------------
+
+def scan_jvp(primals: tuple, tangents: tuple, *, body: Callee, length: int, reverse: bool,
+             num_consts: int, num_carry: int, unroll: int) -> tuple[tuple, tuple]:
+    consts, carry, xs = scan_split(primals, num_consts, num_carry)
+    c_t, carry_t, x_t = scan_split(tangents, num_consts, num_carry)
+    c_nz, carry_nz, x_nz = _nonzero(c_t, consts), _nonzero(carry_t, carry), _nonzero(x_t, xs)
+    n_out = len(body.graph.outputs)
+    if not any((*c_nz, *carry_nz, *x_nz)):
+        outs = scan_p.bind(*primals, body=body, length=length, reverse=reverse, num_consts=num_consts,
+                           num_carry=num_carry, unroll=unroll)
+        return tuple(outs), tuple(Zero(o._aval) for o in outs)
+    parts = body.derived(("scan_jvp", c_nz, carry_nz, x_nz),
+                         lambda: _scan_jvp_parts(body, c_nz, carry_nz, x_nz, num_consts, num_carry))
+    kind, carry_nz, out_nz = parts[0], parts[1], parts[2]
+    ct_live = [instantiate(t if not is_zero(t) else Zero(c._aval))
+               for t, c, z in zip(carry_t, carry, carry_nz) if z]
+    c_live = [t for t, z in zip(c_t, c_nz) if z]
+    x_live = [t for t, z in zip(x_t, x_nz) if z]
+    common = dict(length=length, reverse=reverse, unroll=unroll)
+    if kind == "joint":
+        if linearizing(primals, (*ct_live, *c_live, *x_live)):
+            raise _reverse_error()
+        outs = scan_p.bind(*consts, *c_live, *carry, *ct_live, *xs, *x_live, body=parts[3],
+                           num_consts=num_consts + len(c_live), num_carry=num_carry + len(ct_live),
+                           **common)
+        nt = len(ct_live)
+        primal_out = [*outs[:num_carry], *outs[num_carry + nt:num_carry + nt + n_out - num_carry]]
+        t_out = [*outs[num_carry:num_carry + nt], *outs[num_carry + nt + n_out - num_carry:]]
+        return _with_tangents(primal_out, iter(t_out), out_nz)
+    primal, tangent, const_res = parts[3], parts[4], parts[5]
+    outs = scan_p.bind(*consts, *carry, *xs, body=primal, num_consts=num_consts, num_carry=num_carry,
+                       **common)
+    primal_out, stacked = outs[:n_out], outs[n_out:]
+    rc = [consts[k] for k in const_res]
+    t_out = iter(())
+    if any(out_nz):
+        t_out = iter(scan_p.bind(*rc, *c_live, *ct_live, *stacked, *x_live, body=tangent,
+                                 num_consts=len(rc) + len(c_live), num_carry=len(ct_live), **common))
+    return _with_tangents(primal_out, t_out, out_nz)
+
+
+def _scan_jvp_parts(body: Callee, c_nz: tuple, carry_nz: tuple, x_nz: tuple, n_c: int, n_carry: int) -> tuple:
+    graph = body.graph
+    n_in, n_out = len(graph.inputs), len(graph.outputs)
+    joint, carry_nz, out_nz = _fixpoint(graph, c_nz, carry_nz, x_nz, n_out - n_carry)
+    ins, outs = joint.inputs, joint.outputs
+    t_ins = ins[n_in:]
+    n_ct, n_cat = sum(c_nz), sum(carry_nz)
+    ct_in, cat_in, xt_in = t_ins[:n_ct], t_ins[n_ct:n_ct + n_cat], t_ins[n_ct + n_cat:]
+    n_cat_out = sum(out_nz[:n_carry])
+    s = split(joint, n_in, n_out)
+    if s is None:  # forward mode only: one scan over the joint body
+        order = [*ins[:n_c], *ct_in, *ins[n_c:n_c + n_carry], *cat_in, *ins[n_c + n_carry:n_in], *xt_in]
+        t_outs = outs[n_out:]
+        out_order = [*outs[:n_carry], *t_outs[:n_cat_out], *outs[n_carry:n_out], *t_outs[n_cat_out:]]
+        g = joint.replace(inputs=order, outputs=out_order)
+        return "joint", carry_nz, out_nz, Callee(g, f"jvp({body.name})")
+    primal, tangent, residuals = s
+    const_vars = {v: k for k, v in enumerate(ins[:n_c])}
+    const_res = [const_vars[v] for v in residuals if v in const_vars]
+    stacked = [v for v in residuals if v not in const_vars]
+    primal = primal.replace(outputs=[*primal.outputs[:n_out], *stacked])
+    rc_vars = [ins[k] for k in const_res]
+    tangent = tangent.replace(inputs=[*rc_vars, *ct_in, *cat_in, *stacked, *xt_in])
+    return ("split", carry_nz, out_nz, Callee(primal, f"jvp({body.name}).primal"),
+            Callee(tangent, f"jvp({body.name}).tangent"), tuple(const_res))
+
+
+def scan_transpose(cts: tuple, *ops: Any, body: Callee, length: int, reverse: bool, num_consts: int,
+                   num_carry: int, unroll: int) -> tuple:
+    consts, carry, xs = scan_split(ops, num_consts, num_carry)
+    c_unknown = tuple(is_undefined(c) for c in consts)
+    x_unknown = tuple(is_undefined(x) for x in xs)
+    transposed = body.derived(("scan_transpose", c_unknown, x_unknown),
+                              lambda: _scan_transposed(body, c_unknown, x_unknown, num_carry))
+    kc = [c for c in consts if not is_undefined(c)]
+    kx = [x for x in xs if not is_undefined(x)]
+    acc = [_zeros(c.aval) for c in consts if is_undefined(c)]
+    ct_carry = [instantiate(c) for c in cts[:num_carry]]
+    ct_ys = [instantiate(c) for c in cts[num_carry:]]
+    outs = scan_p.bind(*kc, *acc, *ct_carry, *kx, *ct_ys, body=transposed, length=length,
+                       reverse=not reverse, num_consts=len(kc), num_carry=len(acc) + num_carry,
+                       unroll=unroll)
+    acc_out = iter(outs[:len(acc)])
+    carry_ct = outs[len(acc):len(acc) + num_carry]
+    x_ct = iter(outs[len(acc) + num_carry:])
+    return (*[next(acc_out) if u else None for u in c_unknown],
+            *[ct if is_undefined(c) else None for c, ct in zip(carry, carry_ct)],
+            *[next(x_ct) if u else None for u in x_unknown])
+
+
+def _scan_transposed(body: Callee, c_unknown: tuple, x_unknown: tuple, n_carry: int) -> Callee:
+    """The body of the transposed scan: (known consts; const cotangent accumulators, carry
+    cotangent; known x_i, y_i cotangents) -> (accumulators, carry cotangent; x_i cotangents)."""
+    graph = body.graph
+    n_c = len(c_unknown)
+    c_vars, carry_vars, x_vars = scan_split(graph.inputs, n_c, n_carry)
+    kc_vars = [v for v, u in zip(c_vars, c_unknown) if not u]
+    uc_avals = [v.aval for v, u in zip(c_vars, c_unknown) if u]
+    kx_vars = [v for v, u in zip(x_vars, x_unknown) if not u]
+    out_avals = [v.aval if isinstance(v, Var) else v._aval for v in graph.outputs]
+    n_kc, n_uc, n_kx = len(kc_vars), len(uc_avals), len(kx_vars)
+
+    def backward(*ins: Any) -> list:
+        kc, acc = ins[:n_kc], ins[n_kc:n_kc + n_uc]
+        ct_carry = ins[n_kc + n_uc:n_kc + n_uc + n_carry]
+        kx, ct_y = ins[n_kc + n_uc + n_carry:n_kc + n_uc + n_carry + n_kx], ins[n_kc + n_uc + n_carry + n_kx:]
+        known = {**graph.consts, **dict(zip(kc_vars, kc)), **dict(zip(kx_vars, kx))}
+        in_cts = backward_pass(graph.replace(consts=known), [*ct_carry, *ct_y])
+        c_cts, carry_cts, x_cts = scan_split(in_cts, n_c, n_carry)
+        uc_cts = [instantiate(c) for c, u in zip(c_cts, c_unknown) if u]
+        new_acc = [a + c for a, c in zip(acc, uc_cts)]
+        return [*new_acc, *[instantiate(c) for c in carry_cts],
+                *[instantiate(c) for c, u in zip(x_cts, x_unknown) if u]]
+
+    avals = [*[v.aval for v in kc_vars], *uc_avals, *out_avals[:n_carry], *[v.aval for v in kx_vars],
+             *out_avals[n_carry:]]
+    return Callee(trace(backward, *avals).replace(out_tree=None), f"transpose({body.name})")
+
+
+def register(registry: Any) -> None:
+    """The control-flow primitives' jvp and transpose rules (tenferro_ad's plugin)."""
+    registry.add_rule("jvp", cond_p, cond_jvp)
+    registry.add_rule("transpose", cond_p, cond_transpose)
+    registry.add_rule("jvp", while_p, while_jvp)
+    registry.add_rule("transpose", while_p, while_transpose)
+    registry.add_rule("jvp", scan_p, scan_jvp)
+    registry.add_rule("transpose", scan_p, scan_transpose)
+
+
+__all__ = ["cond_jvp", "cond_transpose", "jvp_joint", "linearizing", "register", "scan_jvp",
+           "scan_transpose", "split", "while_jvp", "while_transpose"]
