@@ -5,7 +5,7 @@ from __future__ import annotations
 from tenferro_core.catalog.cost import ZERO, Cost, io_bytes
 from tenferro_core.plugins import hookimpl
 
-from . import checkpoint_rules, control_flow_rules, debug_rules
+from . import checkpoint_rules, control_flow_batching, control_flow_rules, debug_rules
 from .call_rules import call_batch, call_jvp, call_transpose, fused_batch, fused_jvp
 from .custom import _lin_batch, _lin_transpose, custom_call_jvp, custom_call_p, custom_vjp_lin_p
 from .custom_batching import batch_custom_call
@@ -41,6 +41,7 @@ def tenferro_register(registry) -> None:
     registry.add_rule("jvp", "fused", fused_jvp)
     checkpoint_rules.register(registry)
     control_flow_rules.register(registry)
+    control_flow_batching.register(registry)
     debug_rules.register(registry)
     registry.add_rule("batch", "call", call_batch)
     registry.add_rule("batch", "fused", fused_batch)
