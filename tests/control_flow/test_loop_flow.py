@@ -1,0 +1,109 @@
+"""`while_loop` and `fori_loop` against Python loops on generated programs (eager and compiled,
+numpy:cpu and torch:cpu), forward-mode derivatives of while loops and both modes of fori_loop
+with static bounds against finite differences (second order), reverse mode of while_loop as a
+typed error, and vmap with a predicate that differs between examples."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cf_programs import DEVICES, close, programs, run, values
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tenferro_ad as ad
+from tenferro_ad.testing import check_grads
+from tenferro_core.errors import MissingRuleError
+from tenferro_runtime import array_api as xp
+from tenferro_runtime import compile, lax
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=10, deadline=None)
+@given(programs, st.integers(0, 5), st.floats(0.5, 4.0), st.integers(0, 2**16), st.booleans())
+def test_while_loop_equals_python_while(device, prog, limit, bound, seed, compiled):
+    x0 = values(seed, 3)
+
+    def f(x):
+        return lax.while_loop(lambda c: (c[0] < limit) & (xp.sum(xp.abs(c[1])) < bound),
+                              lambda c: (c[0] + 1, run(prog, c[1]) * 1.5 + 0.1), (0, x))
+
+    fn = compile(f) if compiled else f
+    i, x = 0, x0
+    while i < limit and np.abs(x).sum() < bound:
+        i, x = i + 1, run(prog, x, True) * 1.5 + 0.1
+    n, got = fn(xp.asarray(x0, device=device))
+    assert n.item() == i
+    close(got, x)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=10, deadline=None)
+@given(programs, st.integers(-2, 4), st.integers(-1, 6), st.integers(0, 2**16), st.booleans(),
+       st.booleans())
+def test_fori_loop_equals_python_range(device, prog, lower, upper, seed, traced_bounds, compiled):
+    x0 = values(seed, 2)
+
+    def f(x, lo, hi):
+        return lax.fori_loop(lo, hi, lambda i, c: run(prog, c) + i * 0.25, x)
+
+    def body(x):
+        for i in range(lower, upper):
+            x = run(prog, x, True) + i * 0.25
+        return x
+
+    lo, hi = ((xp.asarray(lower, device=device), xp.asarray(upper, device=device)) if traced_bounds
+              else (lower, upper))
+    fn = compile(f, static_argnums=() if traced_bounds else (1, 2)) if compiled else f
+    close(fn(xp.asarray(x0, device=device), lo, hi), body(x0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=5, deadline=None)
+@given(programs, st.integers(0, 2**16))
+def test_while_jvp_and_fori_gradients_match_finite_differences(device, prog, seed):
+    x0 = xp.asarray(values(seed, 3), device=device)
+    w = xp.asarray(values(seed + 1, 3), device=device)
+
+    def f_while(x):
+        return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, run(prog, c[1]) * w + 0.1), (0, x))[1]
+
+    def f_fori(x):
+        return lax.fori_loop(0, 3, lambda i, c: run(prog, c) * w + xp.sin(c) * i, x)
+
+    check_grads(f_while, (x0,), order=2, modes=("fwd",), atol=1e-5, rtol=1e-5)
+    check_grads(f_fori, (x0,), order=2, atol=1e-5, rtol=1e-5)
+    close(compile(ad.jacfwd(f_while))(x0), ad.jacfwd(f_while)(x0).numpy())
+
+
+def test_reverse_mode_of_while_loop_names_scan_and_fori_loop():
+    x = xp.asarray([0.5, 1.0])
+
+    def f(x):
+        return xp.sum(lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, xp.sin(c[1])), (0, x))[1])
+
+    for route in (ad.grad(f), compile(ad.grad(f)), lambda x: ad.vjp(f, x)[1](xp.asarray(1.0)),
+                  ad.grad(lambda x: xp.sum(lax.scan(lambda c, _: (f(c) * c, None), x, None, length=2)[0]))):
+        with pytest.raises(MissingRuleError, match=r"while_loop.*scan.*fori_loop with Python int bounds"):
+            route(x)
+    with pytest.raises(MissingRuleError, match="fori_loop"):
+        ad.grad(lambda x: xp.sum(lax.fori_loop(0, xp.asarray(2), lambda i, c: c * c, x)))(x)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vmap_of_while_with_a_batched_predicate_runs_until_all_are_done(device):
+    xs = xp.asarray(values(4, 5, 2) * 3.0, device=device)
+
+    def f(x):  # a different trip count per example
+        return lax.while_loop(lambda c: xp.sum(c[1] * c[1]) < 50.0, lambda c: (c[0] + 1, c[1] * 1.7 + 0.2),
+                              (0, x))
+
+    got = ad.vmap(f)(xs)
+    per = [f(xs[i]) for i in range(5)]
+    assert len({p[0].item() for p in per}) > 1
+    close(got[0], [p[0].item() for p in per])
+    close(got[1], np.stack([p[1].numpy() for p in per]))
+    close(compile(ad.vmap(f))(xs)[1], np.stack([p[1].numpy() for p in per]))
+    shared = ad.vmap(lambda x, n: lax.fori_loop(0, n, lambda i, c: c * 2.0, x), in_axes=(0, None))(
+        xs, xp.asarray(3, device=device))
+    close(shared, xs.numpy() * 8.0)
