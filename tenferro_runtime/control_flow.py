@@ -224,7 +224,10 @@ def _check_carry(who: str, fn: str, tree: TreeDef, got_tree: TreeDef, avals: lis
     if got_tree != tree:
         raise ArgumentError(f"{who}: {fn} returned a carry of structure {got_tree}, but the carry is "
                             f"{tree}; a loop body must return the carry it was given")
-    _mismatch(who, f"{fn} changed the carry:", leaf_names(tree), got, avals,
+    names = leaf_names(tree)
+    if who == "fori_loop":  # the carry is (index, init_val)
+        names = ["(the loop index)", *[n[3:] or "(the value itself)" for n in names[1:]]]
+    _mismatch(who, f"{fn} changed the carry:", names, got, avals,
               "a loop body must keep the carry's shape and dtype (cast with astype, or change the "
               "initial value)")
 
@@ -244,7 +247,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any) -> Any:
             i, x = c
             return (i + 1, body_fun(i, x)), None
 
-        (_, out), _ = scan(step, (i0, init_val), None, length=max(upper - lower, 0))
+        (_, out), _ = _scan(step, (i0, init_val), None, max(upper - lower, 0), False, 1, "fori_loop")
         return out
     lo = _scalar(lower, device, "fori_loop", "lower", "iu", "an integer scalar")
     hi = _scalar(upper, device, "fori_loop", "upper", "iu", "an integer scalar")
@@ -265,6 +268,11 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     when `xs` is None; `reverse` scans from the end; `unroll` is accepted for compatibility
     (the loop runs one body per step)."""
     _callable(f, "scan", "f")
+    return _scan(f, init, xs, length, reverse, unroll, "scan")
+
+
+def _scan(f: Callable, init: Any, xs: Any, length: Any, reverse: Any, unroll: Any, who: str) -> tuple:
+    fn = "f" if who == "scan" else "body_fun"
     if not isinstance(reverse, bool):
         raise ArgumentError(f"scan: reverse must be a bool, got {reverse!r}")
     if isinstance(unroll, bool):
@@ -285,7 +293,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
                             f"{bt.out_tree}")
     got_c, y_tree = bt.out_tree.children
     nc = len(carry)
-    _check_carry("scan", "f", c_tree, got_c, c_avals, [v.aval for v in bt.graph.outputs[:nc]])
+    _check_carry(who, fn, c_tree, got_c, c_avals, [v.aval for v in bt.graph.outputs[:nc]])
     outs = scan_p.bind(*bt.lifted, *carry, *x_leaves, body=Callee(bt.graph, "scan.f"), length=n,
                        reverse=reverse, num_consts=len(bt.lifted), num_carry=nc, unroll=unroll)
     return tree_unflatten(c_tree, outs[:nc]), tree_unflatten(y_tree, outs[nc:])
