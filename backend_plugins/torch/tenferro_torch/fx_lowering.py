@@ -179,6 +179,9 @@ class _Lowerer:
             env[v] = sub[o] if isinstance(o, Var) else self.const(o)
 
     def why_not(self, node: Any) -> str | None:
+        if getattr(node.prim, "subgraphs", None) is not None:  # cond, while, scan
+            return ("it is structured control flow (cond/while/scan), which is not lowered to "
+                    "torch.cond/while_loop yet: it runs its compiled bodies as in the plan")
         if node.prim.effects:
             return "it has effects (it runs as it would in the plan, outside the compiled graph)"
         if node.prim.name in _HOST_READS and not node.prim.family:
