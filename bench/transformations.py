@@ -6,8 +6,8 @@ Workloads (float32, numpy:cpu unless named; timed interleaved in one process):
   10x faster), vs the same uncompiled, and vs JAX `jit(vmap(grad(loss)))` (goal: at most 1.0x);
 - `jacrev` of a 64 -> 64 function (tanh(W x) * x): compiled, vs the Python loop of one `vjp`
   per output row that it replaces, and vs JAX `jit(jacrev)`;
-- a scan RNN (hidden 128, input 32, 200 steps, batch 16, tanh cell, squared error on the
-  last state), forward + backward: `compile(grad)` of `lax.scan` vs JAX `jit(grad)` of
+- a scan RNN (hidden 128, input 32, 200 steps, batch 16, tanh cell, squared error on every
+  step's state), forward + backward: `compile(grad)` of `lax.scan` vs JAX `jit(grad)` of
   `lax.scan` (goal: at most 1.0x) and vs the unrolled compiled version (compile time and
   run time).
 
@@ -27,7 +27,7 @@ from eager_overhead import cpu_name, threads_setting
 
 from tenferro_ad import grad, jacrev, vjp, vmap
 from tenferro_runtime import array_api as xp
-from tenferro_runtime import compile
+from tenferro_runtime import compile, lax
 
 BATCH, SIZES = 64, (32, 128, 128, 10)
 JAC_N = 64
@@ -127,6 +127,79 @@ def jacobian(rng: np.random.Generator, rounds: int) -> dict:
     }, rounds, 5)
 
 
+def _rnn_data(rng: np.random.Generator) -> tuple:
+    wx = (rng.standard_normal((RNN_IN, RNN_H)) / np.sqrt(RNN_IN)).astype(np.float32)
+    wh = (rng.standard_normal((RNN_H, RNN_H)) / np.sqrt(RNN_H) * 0.9).astype(np.float32)
+    b = np.zeros(RNN_H, np.float32)
+    xs = rng.standard_normal((RNN_T, RNN_B, RNN_IN)).astype(np.float32)
+    target = rng.standard_normal((RNN_T, RNN_B, RNN_H)).astype(np.float32)
+    return (wx, wh, b), xs, target
+
+
+def tf_rnn_loss(params, xs, target, unrolled=False):
+    wx, wh, b = params
+
+    def cell(h, x):
+        h = xp.tanh(x @ wx + h @ wh + b)
+        return h, h
+
+    h = xp.zeros((RNN_B, RNN_H), dtype=xp.float32, device=xs.device)
+    if unrolled:
+        hs = []
+        for t in range(RNN_T):
+            h, y = cell(h, xs[t])
+            hs.append(y)
+        ys = xp.stack(hs)
+    else:
+        _, ys = lax.scan(cell, h, xs)
+    return xp.sum((ys - target) ** 2)
+
+
+def rnn(rng: np.random.Generator, rounds: int) -> tuple[dict, dict]:
+    import jax
+    import jax.numpy as jnp
+
+    params, xs, target = _rnn_data(rng)
+    tp = tuple(xp.asarray(p) for p in params)
+    tx, tt = xp.asarray(xs), xp.asarray(target)
+
+    def jax_loss(p, xs_, tgt):
+        wx, wh, b = p
+
+        def cell(h, x):
+            h = jnp.tanh(x @ wx + h @ wh + b)
+            return h, h
+
+        _, ys = jax.lax.scan(cell, jnp.zeros((RNN_B, RNN_H), jnp.float32), xs_)
+        return jnp.sum((ys - tgt) ** 2)
+
+    compile_s = {}
+    fns = {}
+    for name, unrolled in (("compile(grad) of scan", False), ("compile(grad) unrolled", True)):
+        fn = compile(grad(lambda p, x, t, u=unrolled: tf_rnn_loss(p, x, t, u)))
+        t0 = time.perf_counter()
+        fn(tp, tx, tt)
+        compile_s[name] = time.perf_counter() - t0
+        fns[name] = fn
+    jp = tuple(jnp.asarray(p) for p in params)
+    jx, jt = jnp.asarray(xs), jnp.asarray(target)
+    jitted = jax.jit(jax.grad(jax_loss))
+    t0 = time.perf_counter()
+    want = [np.asarray(g) for g in jitted(jp, jx, jt)]
+    compile_s["JAX jit(grad) of lax.scan"] = time.perf_counter() - t0
+    for fn in fns.values():
+        for a, b in zip(fn(tp, tx, tt), want):
+            np.testing.assert_allclose(a.numpy(), b, rtol=2e-3, atol=2e-3)
+
+    def jax_run():
+        for g in jitted(jp, jx, jt):
+            g.block_until_ready()
+
+    best = interleaved_all({**{k: (lambda f=f: f(tp, tx, tt)) for k, f in fns.items()},
+                            "JAX jit(grad) of lax.scan": jax_run}, max(3, rounds // 3), 2)
+    return best, compile_s
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
@@ -150,6 +223,16 @@ def main() -> None:
         print(f"  {name:<24} {t * 1e3:9.3f} ms")
     print(f"  loop of vjp rows / compile(jacrev):   {jb['loop of vjp rows'] / jb['compile(jacrev)']:7.1f}x")
     print(f"  compile(jacrev) / JAX jit:            {jb['compile(jacrev)'] / jb['JAX jit(jacrev)']:7.2f}x")
+    rb, rc = rnn(rng, args.rounds)
+    print(f"\nscan RNN (hidden {RNN_H}, input {RNN_IN}, {RNN_T} steps, batch {RNN_B}), forward + "
+          f"backward (float32)")
+    for name, t in rb.items():
+        print(f"  {name:<28} {t * 1e3:9.3f} ms   first call (trace + compile) {rc[name]:6.2f} s")
+    scan_t = rb["compile(grad) of scan"]
+    print(f"  scan / JAX jit:                       {scan_t / rb['JAX jit(grad) of lax.scan']:7.2f}x"
+          f"   (goal <= 1.0)")
+    print(f"  scan / unrolled: run {scan_t / rb['compile(grad) unrolled']:5.2f}x, first call "
+          f"{rc['compile(grad) of scan'] / rc['compile(grad) unrolled']:5.2f}x")
     print(f"\n(total {time.perf_counter() - t0:.0f} s)")
 
 

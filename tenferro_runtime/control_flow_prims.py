@@ -217,17 +217,59 @@ def _run_scan(*ops: Tensor, body: Any, length: int, reverse: bool, num_consts: i
     y_avals = out_avals(body)[num_carry:]
     ys: list[list] = [[] for _ in y_avals]
     with eager_only():
+        slices = [_unstack(body, x, length) for x in xs]
         for step in range(length):
             i = length - 1 - step if reverse else step
-            out = body.run([*consts, *carry, *[x[i] for x in xs]])
+            out = body.run([*consts, *carry, *[s[i] for s in slices]])
             carry = out[:num_carry]
             for acc, y in zip(ys, out[num_carry:]):
                 acc.append(y)
         if reverse:
             ys = [acc[::-1] for acc in ys]
-        stacked = [xp.stack(acc) if acc else xp.zeros((0, *a.shape), dtype=a.dtype, device=a.device)
+        stacked = [_stack(body, acc, a) if acc else
+                   xp.zeros((0, *a.shape), dtype=a.dtype, device=a.device)
                    for acc, a in zip(ys, y_avals)]
     return (*carry, *stacked)
+
+
+def _unstack(body: Any, x: Tensor, length: int) -> list:
+    """x[0], ..., x[length - 1]: one replay of a graph of slices traced once per operand aval
+    (kept with the body), instead of an indexing call per iteration."""
+    from . import lax
+    from .graph import eval_graph, trace
+
+    aval = x._aval
+
+    def build() -> Any:
+        rank = len(aval.shape)
+
+        def unstack(v: Tensor) -> list:
+            return [lax.reshape(lax.slice(v, start_indices=(i,) + (0,) * (rank - 1),
+                                          limit_indices=(i + 1,) + aval.shape[1:],
+                                          strides=(1,) * rank), new_sizes=aval.shape[1:])
+                    for i in range(length)]
+
+        return trace(unstack, aval)
+
+    return eval_graph(body.derived(("unstack", aval), build), x)
+
+
+def _stack(body: Any, pieces: list, aval: Aval) -> Tensor:
+    """`pieces` (each of `aval`) stacked on a new leading axis: one replay of a graph traced
+    once per aval and count (kept with the body)."""
+    from . import lax
+    from .graph import eval_graph, trace
+
+    n = len(pieces)
+
+    def build() -> Any:
+        def stack(*ps: Tensor) -> Tensor:
+            rows = [lax.reshape(p, new_sizes=(1, *aval.shape)) for p in ps]
+            return rows[0] if n == 1 else lax.concatenate(*rows, dimension=0)
+
+        return trace(stack, *[aval] * n)
+
+    return eval_graph(body.derived(("stack", aval, n), build), *pieces)[0]
 
 
 SCAN_SCHEMA = {"body": (_callee, REQUIRED), "length": (p_nonneg_int, REQUIRED),
