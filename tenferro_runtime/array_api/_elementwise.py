@@ -85,10 +85,10 @@ divide = fast_binary(catalog.div, divide, kinds="fc", constant=constant)
 
 
 def pow(x1: Any, x2: Any, /) -> Tensor:
-    """x1 ** x2 (integer powers with negative exponents follow C truncation). A square by the
-    Python int 2 is x1 * x1 (NumPy and torch compute pow(x, 2) so: the same values), whose
-    derivative needs no pow (as JAX's integer_pow)."""
-    if type(x2) is int and x2 == 2 and isinstance(x1, Tensor) and x1.dtype.kind in "iufc":
+    """x1 ** x2 (integer powers with negative exponents follow C truncation). The square of a
+    real tensor by the Python int 2 is x1 * x1 (NumPy and torch compute pow(x, 2) so: the
+    same values), whose derivative needs no pow (as JAX's integer_pow)."""
+    if type(x2) is int and x2 == 2 and isinstance(x1, Tensor) and x1.dtype.kind in "iuf":
         return lax.mul(x1, x1)
     return lax.pow(*elementwise_operands("pow", x1, x2))
 
