@@ -265,8 +265,9 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
          unroll: int | bool = 1) -> tuple[Any, Any]:
     """``carry, y = f(carry, x)`` over the leading axis of `xs` (pytrees): returns the final
     carry and the ys stacked on a new leading axis (as JAX's `scan`). `length` is needed
-    when `xs` is None; `reverse` scans from the end; `unroll` is accepted for compatibility
-    (the loop runs one body per step)."""
+    when `xs` is None; `reverse` scans from the end; `unroll=k` runs k steps per iteration of
+    the loop (one body traced with k copies of `f`, the remainder in a second scan; True:
+    every step in one body), trading trace size for fewer iterations."""
     _callable(f, "scan", "f")
     return _scan(f, init, xs, length, reverse, unroll, "scan")
 
@@ -275,14 +276,16 @@ def _scan(f: Callable, init: Any, xs: Any, length: Any, reverse: Any, unroll: An
     fn = "f" if who == "scan" else "body_fun"
     if not isinstance(reverse, bool):
         raise ArgumentError(f"scan: reverse must be a bool, got {reverse!r}")
-    if isinstance(unroll, bool):
-        unroll = 1
-    if not isinstance(unroll, int) or unroll < 1:
+    if not isinstance(unroll, int) or unroll < 1 and not isinstance(unroll, bool):
         raise ArgumentError(f"scan: unroll must be a positive int or a bool, got {unroll!r}")
     device = _device(init, xs)
     carry, c_tree = _leaves(init, device, "scan", "init")
     x_leaves, x_tree = _leaves(xs, device, "scan", "xs")
     n = _length(x_leaves, x_tree, length)
+    k = (n if unroll is True else 1) if isinstance(unroll, bool) else min(unroll, n)
+    if k > 1:
+        return _unrolled(f, init, xs, x_leaves, x_tree, n, k, reverse, who)
+    unroll = 1
     from tenferro_core.avals import Aval
 
     slices = [Aval(x.shape[1:], x.dtype, x.device) for x in x_leaves]
@@ -297,6 +300,43 @@ def _scan(f: Callable, init: Any, xs: Any, length: Any, reverse: Any, unroll: An
     outs = scan_p.bind(*bt.lifted, *carry, *x_leaves, body=Callee(bt.graph, "scan.f"), length=n,
                        reverse=reverse, num_consts=len(bt.lifted), num_carry=nc, unroll=unroll)
     return tree_unflatten(c_tree, outs[:nc]), tree_unflatten(y_tree, outs[nc:])
+
+
+def _unrolled(f: Callable, init: Any, xs: Any, x_leaves: list, x_tree: TreeDef, n: int, k: int,
+              reverse: bool, who: str) -> tuple:
+    """`scan` with `k` steps per loop iteration: a scan over n // k chunks of k steps (xs
+    reshaped to (n // k, k, ...)), and the n % k steps left over in a plain scan (after the
+    chunks, or before them when reversed: the order of the steps is kept)."""
+    from . import array_api as xp
+
+    m, r = n // k * k, n % k
+    main, rest = (slice(r, n), slice(0, r)) if reverse else (slice(0, m), slice(m, n))
+
+    def part(sl: slice, chunks: bool) -> Any:
+        leaves = [x[sl] for x in x_leaves]
+        if chunks:
+            leaves = [xp.reshape(x, (m // k, k, *x.shape[1:])) for x in leaves]
+        return tree_unflatten(x_tree, leaves) if x_leaves else None
+
+    def chunk(carry: Any, xk: Any) -> tuple:
+        ys = []
+        for j in (range(k - 1, -1, -1) if reverse else range(k)):
+            x_j = tree_unflatten(x_tree, [x[j] for x in tree_flatten(xk)[0]]) if x_leaves else None
+            carry, y = f(carry, x_j)
+            ys.append(y)
+        ys = ys[::-1] if reverse else ys
+        leaves = [tree_flatten(y)[0] for y in ys]
+        return carry, tree_unflatten(tree_flatten(ys[0])[1], [xp.stack(c) for c in zip(*leaves)])
+
+    carry, ys = _scan(chunk, init, part(main, True), m // k, reverse, 1, who)
+    y_leaves, y_tree = tree_flatten(ys)
+    y_leaves = [xp.reshape(y, (m, *y.shape[2:])) for y in y_leaves]
+    if not r:
+        return carry, tree_unflatten(y_tree, y_leaves)
+    carry, tail = _scan(f, carry, part(rest, False), r, reverse, 1, who)
+    t_leaves = tree_flatten(tail)[0]
+    pairs = zip(t_leaves, y_leaves) if reverse else zip(y_leaves, t_leaves)
+    return carry, tree_unflatten(y_tree, [xp.concat(list(p), axis=0) for p in pairs])
 
 
 def _length(xs: list, x_tree: TreeDef, length: Any) -> int:
