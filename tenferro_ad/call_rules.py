@@ -25,11 +25,16 @@ from .transpose import backward_pass
 def call_jvp(primals: tuple, tangents: tuple, *, fn: Callee) -> tuple[tuple, tuple]:
     nonzero = tuple(not is_zero(t) for t in tangents)
     primal_fn, tangent_fn, zero_out, n_out = fn.derived(("jvp", nonzero), lambda: _split_jvp(fn, nonzero))
-    outs = call_p.bind(*primals, fn=primal_fn)
-    primal_out, residuals = outs[:n_out], outs[n_out:]
-    computed = iter(())
-    if tangent_fn is not None:
-        computed = iter(call_p.bind(*residuals, *[t for t in tangents if not is_zero(t)], fn=tangent_fn))
+    given = [t for t in tangents if not is_zero(t)]
+    if primal_fn is None:  # not separable (forward mode only): primals and tangents at once
+        outs = call_p.bind(*primals, *given, fn=tangent_fn)
+        primal_out, computed = outs[:n_out], iter(outs[n_out:])
+    else:
+        outs = call_p.bind(*primals, fn=primal_fn)
+        primal_out, residuals = outs[:n_out], outs[n_out:]
+        computed = iter(())
+        if tangent_fn is not None:
+            computed = iter(call_p.bind(*residuals, *given, fn=tangent_fn))
     tangent_out = tuple(Zero(p._aval) if z else next(computed) for p, z in zip(primal_out, zero_out))
     return tuple(primal_out), tangent_out
 
@@ -73,7 +78,9 @@ def _eval_batched(graph: Graph, xs: Any, dims: tuple, size: int) -> list:
 
 
 def _split_jvp(fn: Callee, nonzero: tuple) -> tuple:
-    """(primal callee, tangent callee or None, which output tangents are zero, #outputs)."""
+    """(primal callee, tangent callee or None, which output tangents are zero, #outputs);
+    (None, one joint callee of primals and tangents, ...) where a primal result depends on a
+    tangent (a while loop inside: forward mode only)."""
     from .api import _jvp_flat
 
     graph = fn.graph
@@ -90,9 +97,25 @@ def _split_jvp(fn: Callee, nonzero: tuple) -> tuple:
 
     t_avals = [a for a, nz in zip(in_avals, nonzero) if nz]
     joint = trace(jvp_fn, *in_avals, *t_avals)
+    name = f"jvp({fn.name})"
+    parts = split(joint, n_in, n_out)
+    if parts is None:  # a forward-only construct (a while loop) carries both: one joint callee
+        return None, Callee(joint, name, fn.passes, executor=fn.executor), tuple(zero_out), n_out
+    primal, tangent_graph, _ = parts
+    tangent = None
+    if tangent_graph.outputs:
+        tangent = Callee(tangent_graph, f"{name}.tangent", fn.passes, executor=fn.executor)
+    return (Callee(primal, f"{name}.primal", fn.passes, executor=fn.executor), tangent,
+            tuple(zero_out), n_out)
+
+
+def split(joint: Graph, n_in: int, n_out: int) -> tuple | None:
+    """(primal graph: primals -> primal results + residuals, tangent graph: residuals +
+    tangents -> tangent results, residual vars), or None where a primal result depends on a
+    tangent (a forward-only construct such as a while loop inside)."""
     tangent_in = set(joint.inputs[n_in:])
-    tangent_nodes, primal_nodes = [], []
     dependent = set(tangent_in)
+    primal_nodes, tangent_nodes = [], []
     for node in joint.nodes:
         if any(v in dependent for v in node.inputs):
             tangent_nodes.append(node)
@@ -100,6 +123,8 @@ def _split_jvp(fn: Callee, nonzero: tuple) -> tuple:
         else:
             primal_nodes.append(node)
     primal_outs, tangent_outs = joint.outputs[:n_out], joint.outputs[n_out:]
+    if any(v in dependent for v in primal_outs):
+        return None
     residuals: list[Var] = []
     seen: set = set()
     for v in [*(i for n in tangent_nodes for i in n.inputs), *tangent_outs]:
@@ -107,16 +132,15 @@ def _split_jvp(fn: Callee, nonzero: tuple) -> tuple:
             seen.add(v)
             residuals.append(v)
     primal = Graph(inputs=list(joint.inputs[:n_in]), nodes=primal_nodes,
-                   outputs=list(primal_outs) + residuals, consts=_used(joint.consts, primal_nodes))
-    name = f"jvp({fn.name})"
-    tangent = None
-    if tangent_outs:
-        tangent = Callee(Graph(inputs=residuals + list(joint.inputs[n_in:]), nodes=tangent_nodes,
-                               outputs=list(tangent_outs),
-                               consts=_used(joint.consts, tangent_nodes, tangent_outs)),
-                         f"{name}.tangent", fn.passes, executor=fn.executor)
-    return (Callee(primal, f"{name}.primal", fn.passes, executor=fn.executor), tangent,
-            tuple(zero_out), n_out)
+                   outputs=[*primal_outs, *residuals], consts=_used(joint.consts, primal_nodes, primal_outs))
+    tangent = Graph(inputs=[*residuals, *joint.inputs[n_in:]], nodes=tangent_nodes,
+                    outputs=list(tangent_outs), consts=_used(joint.consts, tangent_nodes, tangent_outs))
+    return primal, tangent, residuals
+
+
+def _used(consts: dict, nodes: list, outputs: Any = ()) -> dict:
+    reads = {v for n in nodes for v in n.inputs} | set(outputs)
+    return {v: c for v, c in consts.items() if v in reads}
 
 
 def _used(consts: dict, nodes: list, outputs: Any = ()) -> dict:
@@ -141,4 +165,4 @@ def _transpose(fn: Callee, unknown: tuple) -> Callee:
                   fn.passes, executor=fn.executor)
 
 
-__all__ = ["call_batch", "call_jvp", "call_transpose", "fused_batch", "fused_jvp"]
+__all__ = ["call_batch", "call_jvp", "call_transpose", "fused_batch", "fused_jvp", "split"]

@@ -29,7 +29,7 @@ from tenferro_runtime.control_flow_prims import cond_p, scan_p, scan_split, whil
 from tenferro_runtime.graph import Graph, GraphTrace, Var, eval_graph, trace
 
 from .ad_util import Zero, instantiate, is_undefined, is_zero
-from .call_rules import _transpose
+from .call_rules import _transpose, split
 from .jvp import has_tangent
 from .transpose import backward_pass
 
@@ -61,40 +61,6 @@ def jvp_joint(graph: Graph, nonzero: tuple, force: tuple) -> tuple[Graph, tuple]
 
     g = trace(joint, *in_avals, *[a for a, nz in zip(in_avals, nonzero) if nz])
     return g.replace(out_tree=None), tuple(out_nz)
-
-
-def split(joint: Graph, n_in: int, n_out: int) -> tuple | None:
-    """(primal graph: primals -> primal results + residuals, tangent graph: residuals +
-    tangents -> tangent results, residual vars), or None where a primal result depends on a
-    tangent (a forward-only construct such as a while loop inside)."""
-    tangent_in = set(joint.inputs[n_in:])
-    dependent = set(tangent_in)
-    primal_nodes, tangent_nodes = [], []
-    for node in joint.nodes:
-        if any(v in dependent for v in node.inputs):
-            tangent_nodes.append(node)
-            dependent.update(node.outputs)
-        else:
-            primal_nodes.append(node)
-    primal_outs, tangent_outs = joint.outputs[:n_out], joint.outputs[n_out:]
-    if any(v in dependent for v in primal_outs):
-        return None
-    residuals: list[Var] = []
-    seen: set = set()
-    for v in [*(i for n in tangent_nodes for i in n.inputs), *tangent_outs]:
-        if isinstance(v, Var) and v not in dependent and v not in joint.consts and v not in seen:
-            seen.add(v)
-            residuals.append(v)
-    primal = Graph(inputs=list(joint.inputs[:n_in]), nodes=primal_nodes,
-                   outputs=[*primal_outs, *residuals], consts=_used(joint.consts, primal_nodes, primal_outs))
-    tangent = Graph(inputs=[*residuals, *joint.inputs[n_in:]], nodes=tangent_nodes,
-                    outputs=list(tangent_outs), consts=_used(joint.consts, tangent_nodes, tangent_outs))
-    return primal, tangent, residuals
-
-
-def _used(consts: dict, nodes: list, outputs: Any = ()) -> dict:
-    reads = {v for n in nodes for v in n.inputs} | set(outputs)
-    return {v: c for v, c in consts.items() if v in reads}
 
 
 def _zeros(aval: Any) -> Any:
