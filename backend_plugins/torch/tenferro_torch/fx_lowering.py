@@ -4,8 +4,9 @@ Graph inputs become placeholders, constants module buffers (read with ``get_attr
 every node one ``call_function`` of the backend's raw torch kernel for its signature with
 the node's params bound (dynamo traces through those Python kernels); `fused` and `call`
 nodes are inlined, an extension op without a torch kernel has its decomposition traced and
-inlined. A node that cannot be lowered (an op with effects, a kernel that reads operand
-values on the host, a decomposition that does not trace) calls a `torch.compiler.disable`d
+inlined; a `cond` becomes `torch.cond` (nested for a switch) over its lowered branches. A
+node that cannot be lowered (an op with effects, a kernel that reads operand values on the
+host, a decomposition that does not trace, a loop) calls a `torch.compiler.disable`d
 function running the plan's kernel for it, and is logged. Every dtype the backend has is
 lowered: Inductor itself runs complex operations as aten calls inside the compiled graph.
 Importing this module imports torch.
@@ -153,7 +154,9 @@ class _Lowerer:
             return
         reason = self.why_not(node)
         target = None
-        if reason is None:
+        if reason is None and prim.name == "cond":
+            target, reason = self.cond(node)
+        elif reason is None:
             target = self.lowering(node)
             if target is None:
                 reason = self.decompose(node, env, depth)
@@ -178,10 +181,30 @@ class _Lowerer:
         for v, o in zip(node.outputs, inner.outputs):
             env[v] = sub[o] if isinstance(o, Var) else self.const(o)
 
+    def cond(self, node: Any) -> tuple:
+        """(`torch.cond` over the lowered branches, None), or (None, why not)."""
+        try:
+            fns = [_branch(lower(b.graph, self.device)) for b in node.params["branches"]]
+        except Decline as exc:
+            return None, f"a branch cannot be lowered ({exc})"
+        if any(f is None for f in fns):
+            return None, "a branch returns a value that is not a tensor result"
+
+        def pick(index: Any, ops: tuple, k: int) -> Any:  # branches[clamp(index)], nested
+            if k == len(fns) - 1:
+                return fns[k](*ops)
+            return torch.cond(index <= k, fns[k], lambda *xs: pick(index, xs, k + 1), ops)
+
+        def tf_cond(index: Any, *ops: Any) -> Any:
+            return tuple(pick(index, ops, 0))
+
+        self.out.n_lowered += 1
+        return tf_cond, None
+
     def why_not(self, node: Any) -> str | None:
-        if getattr(node.prim, "subgraphs", None) is not None:  # cond, while, scan
-            return ("it is structured control flow (cond/while/scan), which is not lowered to "
-                    "torch.cond/while_loop yet: it runs its compiled bodies as in the plan")
+        if node.prim.name in ("while", "scan") and getattr(node.prim, "subgraphs", None) is not None:
+            return ("it is a loop (while/scan), which is not lowered to torch's while_loop/scan "
+                    "yet: it runs its compiled bodies as in the plan")
         if node.prim.effects:
             return "it has effects (it runs as it would in the plan, outside the compiled graph)"
         if node.prim.name in _HOST_READS and not node.prim.family:
@@ -252,6 +275,22 @@ class _Lowerer:
                  prim.name, node.site, reason)
         self.out.fallbacks.append((prim.name, node.site, reason))
         return _fallback(fn, dict(node.params), prim, device)
+
+
+def _branch(lowered: Lowered) -> Any:
+    """A function of a cond branch's operands returning its results as a tuple of tensors (an
+    operand or constant returned as it is is copied: torch.cond's branches may not alias), or
+    None where a result is not a tensor."""
+    if any(kind == "none" for kind, _ in lowered.sources):
+        return None
+    module, sources = lowered.module, lowered.sources
+
+    def branch(*ops: Any) -> tuple:
+        outs = module(*ops) if module is not None else ()
+        return tuple(outs[i] if kind == "fx" else (ops[i] if kind == "in" else i).clone()
+                     for kind, i in sources)
+
+    return branch
 
 
 def lower(graph: Any, device: Any) -> Lowered:
