@@ -4,9 +4,10 @@ Graph inputs become placeholders, constants module buffers (read with ``get_attr
 every node one ``call_function`` of the backend's raw torch kernel for its signature with
 the node's params bound (dynamo traces through those Python kernels); `fused` and `call`
 nodes are inlined, an extension op without a torch kernel has its decomposition traced and
-inlined; a `cond` becomes `torch.cond` (nested for a switch) over its lowered branches. A
+inlined; a `cond` becomes `torch.cond` (nested for a switch) over its lowered branches, a `while`
+torch's `while_loop`. A
 node that cannot be lowered (an op with effects, a kernel that reads operand values on the
-host, a decomposition that does not trace, a loop) calls a `torch.compiler.disable`d
+host, a decomposition that does not trace, a scan) calls a `torch.compiler.disable`d
 function running the plan's kernel for it, and is logged. Every dtype the backend has is
 lowered: Inductor itself runs complex operations as aten calls inside the compiled graph.
 Importing this module imports torch.
@@ -154,8 +155,8 @@ class _Lowerer:
             return
         reason = self.why_not(node)
         target = None
-        if reason is None and prim.name == "cond":
-            target, reason = self.cond(node)
+        if reason is None and prim.name in ("cond", "while") and hasattr(prim, "subgraphs"):
+            target, reason = (self.cond if prim.name == "cond" else self.while_)(node)
         elif reason is None:
             target = self.lowering(node)
             if target is None:
@@ -201,10 +202,31 @@ class _Lowerer:
         self.out.n_lowered += 1
         return tf_cond, None
 
+    def while_(self, node: Any) -> tuple:
+        """(torch's `while_loop` over the lowered predicate and body, None), or (None, why not)."""
+        from torch._higher_order_ops import while_loop
+
+        p = node.params
+        try:
+            pred, body = (_branch(lower(p[k].graph, self.device)) for k in ("cond", "body"))
+        except Decline as exc:
+            return None, f"its predicate or body cannot be lowered ({exc})"
+        if pred is None or body is None:
+            return None, "its predicate or body returns a value that is not a tensor result"
+        nc, nb = p["cond_nconsts"], p["body_nconsts"]
+
+        def tf_while(*ops: Any) -> Any:
+            cc, bc, carry = ops[:nc], ops[nc:nc + nb], ops[nc + nb:]
+            return tuple(while_loop(lambda *c: pred(*cc, *c)[0], lambda *c: body(*bc, *c),
+                                    tuple(carry)))
+
+        self.out.n_lowered += 1
+        return tf_while, None
+
     def why_not(self, node: Any) -> str | None:
-        if node.prim.name in ("while", "scan") and getattr(node.prim, "subgraphs", None) is not None:
-            return ("it is a loop (while/scan), which is not lowered to torch's while_loop/scan "
-                    "yet: it runs its compiled bodies as in the plan")
+        if node.prim.name == "scan" and getattr(node.prim, "subgraphs", None) is not None:
+            return ("it is a scan, which is not lowered to torch's scan yet (experimental in "
+                    "torch): it runs its compiled body as in the plan")
         if node.prim.effects:
             return "it has effects (it runs as it would in the plan, outside the compiled graph)"
         if node.prim.name in _HOST_READS and not node.prim.family:

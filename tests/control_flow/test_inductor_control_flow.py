@@ -1,6 +1,7 @@
 """The Inductor executor lowers `cond` and `switch` to `torch.cond` over the lowered branches
-(nested for a switch; an operand returned as it is copied): values equal the plan's for
-every index, clamped ones included, and no cond node falls back."""
+(nested for a switch; an operand returned as it is copied) and `while_loop` to torch's
+`while_loop`: values equal the plan's (every index, clamped ones included; zero and several
+trips), and none of them falls back."""
 
 from __future__ import annotations
 
@@ -50,3 +51,26 @@ def test_gradient_through_an_inductor_compiled_cond():
         warnings.simplefilter("ignore", DeprecationWarning)
         got = grad(tr.compile(f, backend="inductor"))(x)
     np.testing.assert_allclose(got.numpy(), grad(f)(x).numpy(), rtol=1e-12)
+
+
+def test_while_loop_lowers_to_torch_while_loop(caplog):
+    pytest.importorskip("torch")
+    import tenferro_runtime as tr
+
+    x = xp.asarray(np.linspace(0.1, 0.5, 4), device="torch:cpu")
+    w = xp.asarray(1.5, device="torch:cpu")
+
+    def f(x, n):
+        return lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, xp.tanh(c[1] * w) + 0.5),
+                              (xp.asarray(0, dtype=xp.int32, device="torch:cpu"), x))[1] * 2.0
+
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="tenferro_torch.inductor"):
+        warnings.simplefilter("ignore", DeprecationWarning)
+        g = tr.compile(f, backend="inductor")
+        for n in (0, 1, 5):
+            nn = xp.asarray(n, dtype=xp.int32, device="torch:cpu")
+            np.testing.assert_allclose(g(x, nn).numpy(), f(x, nn).numpy(), rtol=1e-12)
+    assert g._cache[next(iter(g._cache))][0].executable().kind == "inductor"
+    assert not any("while" in r.getMessage() and ("falls back" in r.getMessage()
+                                                  or "declined" in r.getMessage())
+                   for r in caplog.records)
