@@ -185,6 +185,11 @@ class Graph:
             outs = " ".join(decl(v) for v in n.outputs)
             body = f"  {outs} = {head} {' '.join(name(v) for v in n.inputs)}"
             lines.append(f"{body:<60}  # {n.site}")
+            subgraphs = getattr(n.prim, "subgraphs", None)  # control flow: its bodies, indented
+            if subgraphs is not None:
+                for k, sub in enumerate(subgraphs(n.params)):
+                    lines.append(f"    body {k}:")
+                    lines += [f"    {line}" for line in str(sub).splitlines()]
         lines.append(f"  in ({', '.join(name(v) for v in self.outputs)}) }}")
         return "\n".join(lines)
 

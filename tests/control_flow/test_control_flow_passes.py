@@ -98,3 +98,11 @@ def test_inductor_runs_control_flow_outside_its_graph_and_logs_why(caplog):
     np.testing.assert_allclose(got.numpy(), f(x, w).numpy(), rtol=1e-12)
     assert any("scan" in r.getMessage() and "it is a scan" in r.getMessage()
                for r in caplog.records)
+
+
+def test_a_printed_graph_shows_each_loop_body():
+    graph = trace(lambda x: lax.scan(lambda c, xi: (c * 2.0 + xi, c), xp.zeros(2), x),
+                  xp.ones((3, 2)))
+    text = str(graph)
+    assert "= scan[" in text and "    body 0:" in text
+    assert "      d:float64[2] = mul b a" in text  # the body's nodes, indented under it
