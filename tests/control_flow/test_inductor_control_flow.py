@@ -1,7 +1,8 @@
 """The Inductor executor lowers `cond` and `switch` to `torch.cond` over the lowered branches
-(nested for a switch; an operand returned as it is copied) and `while_loop` to torch's
-`while_loop`: values equal the plan's (every index, clamped ones included; zero and several
-trips), and none of them falls back."""
+(nested for a switch; an operand returned as it is copied), `while_loop` to torch's
+`while_loop`, and `scan` to a `while_loop` over its steps: values equal the plan's (every
+index, clamped ones included; zero and several trips; forward and reversed scans) and
+gradients too, and none of them falls back."""
 
 from __future__ import annotations
 
@@ -73,4 +74,31 @@ def test_while_loop_lowers_to_torch_while_loop(caplog):
     assert g._cache[next(iter(g._cache))][0].executable().kind == "inductor"
     assert not any("while" in r.getMessage() and ("falls back" in r.getMessage()
                                                   or "declined" in r.getMessage())
+                   for r in caplog.records)
+
+
+@pytest.mark.parametrize("length", [0, 1, 4])
+def test_scan_lowers_to_a_torch_while_loop(length, caplog):
+    pytest.importorskip("torch")
+    import tenferro_runtime as tr
+    from tenferro_ad import grad
+
+    x = xp.asarray(np.linspace(-1.0, 1.0, 2 * length), device="torch:cpu")
+    w = xp.asarray([0.5, -0.3], device="torch:cpu")
+
+    def f(x, w):
+        c0 = xp.zeros(2, device="torch:cpu")
+        xs = xp.reshape(x, (length, 2))
+        c, ys = lax.scan(lambda c, xi: (c * w + xi, xp.tanh(c) * xi), c0, xs)
+        c2, ys2 = lax.scan(lambda c, xi: (c * w + xi, c), c0, xs, reverse=True)
+        return xp.exp(c) * 2.0 + xp.sum(ys) + xp.sum(ys2 * 3.0) + c2
+
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="tenferro_torch.inductor"):
+        warnings.simplefilter("ignore", DeprecationWarning)
+        g = tr.compile(f, backend="inductor")
+        np.testing.assert_allclose(g(x, w).numpy(), f(x, w).numpy(), rtol=1e-12)
+        got = grad(lambda v: xp.sum(tr.compile(f, backend="inductor")(x, v)))(w)
+    np.testing.assert_allclose(got.numpy(), grad(lambda v: xp.sum(f(x, v)))(w).numpy(), rtol=1e-12)
+    assert g._cache[next(iter(g._cache))][0].executable().kind == "inductor"
+    assert not any("scan" in r.getMessage() and "falls back" in r.getMessage()
                    for r in caplog.records)

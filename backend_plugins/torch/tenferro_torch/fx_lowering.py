@@ -5,9 +5,9 @@ every node one ``call_function`` of the backend's raw torch kernel for its signa
 the node's params bound (dynamo traces through those Python kernels); `fused` and `call`
 nodes are inlined, an extension op without a torch kernel has its decomposition traced and
 inlined; a `cond` becomes `torch.cond` (nested for a switch) over its lowered branches, a `while`
-torch's `while_loop`. A
+torch's `while_loop`, a `scan` a `while_loop` over its steps. A
 node that cannot be lowered (an op with effects, a kernel that reads operand values on the
-host, a decomposition that does not trace, a scan) calls a `torch.compiler.disable`d
+host, a decomposition that does not trace) calls a `torch.compiler.disable`d
 function running the plan's kernel for it, and is logged. Every dtype the backend has is
 lowered: Inductor itself runs complex operations as aten calls inside the compiled graph.
 Importing this module imports torch.
@@ -155,8 +155,8 @@ class _Lowerer:
             return
         reason = self.why_not(node)
         target = None
-        if reason is None and prim.name in ("cond", "while") and hasattr(prim, "subgraphs"):
-            target, reason = (self.cond if prim.name == "cond" else self.while_)(node)
+        if reason is None and prim.name in ("cond", "while", "scan") and hasattr(prim, "subgraphs"):
+            target, reason = {"cond": self.cond, "while": self.while_, "scan": self.scan}[prim.name](node)
         elif reason is None:
             target = self.lowering(node)
             if target is None:
@@ -223,10 +223,45 @@ class _Lowerer:
         self.out.n_lowered += 1
         return tf_while, None
 
+    def scan(self, node: Any) -> tuple:
+        """(a torch `while_loop` over the steps: each reads its xs slice with index_select and
+        writes its ys into the stacks with index_copy, None), or (None, why not)."""
+        from torch._higher_order_ops import while_loop
+
+        from .ops.common import TO_TORCH
+
+        p = node.params
+        try:
+            body = _branch(lower(p["body"].graph, self.device))
+        except Decline as exc:
+            return None, f"its body cannot be lowered ({exc})"
+        nk, nc, length, reverse = p["num_consts"], p["num_carry"], p["length"], p["reverse"]
+        y_avals = [v.aval for v in p["body"].graph.outputs[nc:]]
+        targets = [TO_TORCH.get(a.dtype) for a in y_avals]
+        if body is None or None in targets:
+            return None, "its body returns a value that is not a tensor result of a torch dtype"
+        dev = self.device.id
+
+        def tf_scan(*ops: Any) -> Any:
+            consts, xs = ops[:nk], ops[nk + nc:]
+
+            def step(i: Any, *rest: Any) -> tuple:
+                carry, ys = rest[:nc], rest[nc:]
+                at = (length - 1 - i if reverse else i).reshape(1)
+                out = body(*consts, *carry, *[torch.index_select(x, 0, at).squeeze(0) for x in xs])
+                ys = [y.index_copy(0, at, o.unsqueeze(0)) for y, o in zip(ys, out[nc:])]
+                return (i + 1, *out[:nc], *ys)
+
+            stacks = [torch.zeros((length, *a.shape), dtype=t, device=dev)
+                      for a, t in zip(y_avals, targets)]
+            start = torch.zeros((), dtype=torch.int64, device=dev)
+            res = while_loop(lambda i, *rest: i < length, step, (start, *ops[nk:nk + nc], *stacks))
+            return tuple(res[1:])
+
+        self.out.n_lowered += 1
+        return tf_scan, None
+
     def why_not(self, node: Any) -> str | None:
-        if node.prim.name == "scan" and getattr(node.prim, "subgraphs", None) is not None:
-            return ("it is a scan, which is not lowered to torch's scan yet (experimental in "
-                    "torch): it runs its compiled body as in the plan")
         if node.prim.effects:
             return "it has effects (it runs as it would in the plan, outside the compiled graph)"
         if node.prim.name in _HOST_READS and not node.prim.family:
