@@ -53,9 +53,8 @@ class BatchTrace(Trace):
     def tracer(self, val: Any, bdim: int | None) -> Any:
         if bdim is None:
             return val
-        shape = val.shape
         t = object.__new__(BatchTracer)
-        t._aval = Aval(shape[:bdim] + shape[bdim + 1:], val.dtype, val.device)
+        t._aval = _example_aval(val, bdim)
         t._trace = self
         t.val, t.bdim = val, bdim
         return t
@@ -147,6 +146,13 @@ def to_front(x: Any, d: int | None, size: int) -> Any:
     return broadcast_batch(x, size) if d is None else moveaxis(x, d, 0)
 
 
+def batch_first(args: Sequence[Any], dims: Sequence[int | None]) -> tuple[list, tuple]:
+    """The operands with each batch axis moved first (shared ones as they are), and their
+    batch axes now (0, or None)."""
+    return ([x if d is None else moveaxis(x, d, 0) for x, d in zip(args, dims)],
+            tuple(None if d is None else 0 for d in dims))
+
+
 def batch_size(args: Sequence[Any], dims: Sequence[int | None]) -> int:
     """The batch size, read from the first batched operand."""
     for x, d in zip(args, dims):
@@ -194,10 +200,37 @@ def loop_batch(prim: Any, args: tuple, dims: tuple, size: int, **params: Any) ->
 
 
 def _example_aval(x: Any, d: int | None) -> Aval:
+    """The aval of one example of `x` batched along `d`."""
     if d is None:
         return x._aval
     s = x.shape
     return Aval(s[:d] + s[d + 1:], x.dtype, x.device)
+
+
+def batch_graph(graph: Any, batched: Sequence[bool], size: int,
+                force: Sequence[bool] | None = None) -> tuple[Any, tuple]:
+    """(graph of the whole batch, which results are batched): `graph` traced under vmap with
+    its inputs batched on axis 0 where `batched`; results batched on axis 0 where they
+    depend on a batched input or are `force`d (default: every result)."""
+    from tenferro_runtime.graph import eval_graph, trace
+
+    force = (True,) * len(graph.outputs) if force is None else tuple(force)
+    out_b: list = []
+
+    def fn(*xs: Any) -> list:
+        with new_trace(BatchTrace(size)) as bt:
+            outs = eval_graph(graph, *[bt.tracer(x, 0 if b else None) for x, b in zip(xs, batched)])
+            res, pattern = [], []
+            for o, f in zip(outs, force):
+                val, d = bt.unpack(o)
+                pattern.append(d is not None or f)
+                res.append(to_front(val, d, size) if pattern[-1] else val)
+        out_b[:] = pattern
+        return res
+
+    avals = [Aval((size, *v.aval.shape), v.aval.dtype, v.aval.device) if b else v.aval
+             for v, b in zip(graph.inputs, batched)]
+    return trace(fn, *avals).replace(out_tree=None), tuple(out_b)
 
 
 # ---- vmap ----------------------------------------------------------------------------------
@@ -366,6 +399,7 @@ def eye_basis(like: Any) -> Any:
     return xp.reshape(eye, (n,) + tuple(like.shape))
 
 
-__all__ = ["BatchTrace", "BatchTracer", "PerformanceWarning", "batch_flat", "batch_size",
+__all__ = ["BatchTrace", "BatchTracer", "PerformanceWarning", "batch_first", "batch_flat",
+           "batch_graph", "batch_size",
            "broadcast_batch", "check_batched", "example", "eye_basis", "loop_batch", "moveaxis",
            "stack", "to_front", "vmap"]

@@ -18,7 +18,7 @@ from tenferro_runtime.graph import Graph, Var, eval_graph, trace
 from tenferro_runtime.graph_prims import call_p
 
 from .ad_util import Zero, instantiate, is_undefined, is_zero
-from .batching import batch_flat, batch_size, moveaxis
+from .batching import batch_first, batch_flat, batch_graph, batch_size
 from .transpose import backward_pass
 
 
@@ -57,24 +57,19 @@ def call_batch(args: tuple, dims: tuple, *, fn: Callee) -> tuple:
     """A callee batched once per pattern of batched operands and batch size: its graph
     traced under vmap (batch axes first), run as a compiled callee."""
     size = batch_size(args, dims)
-    args = tuple(x if d is None else moveaxis(x, d, 0) for x, d in zip(args, dims))
-    in_dims = tuple(None if d is None else 0 for d in dims)
-    avals = [x.aval for x in args]
+    args, in_dims = batch_first(args, dims)
     batched = fn.derived(("batch", in_dims, size), lambda: Callee(
-        trace(lambda *xs: _eval_batched(fn.graph, xs, in_dims, size), *avals),
-        f"vmap({fn.name})", fn.passes, executor=fn.executor))
+        batch_graph(fn.graph, [d is not None for d in in_dims], size)[0], f"vmap({fn.name})",
+        fn.passes, executor=fn.executor))
     outs = call_p.bind(*args, fn=batched)
     return tuple(outs), (0,) * len(outs)
 
 
 def fused_batch(args: tuple, dims: tuple, *, graph: Graph) -> tuple:
     """A fused group batches node by node (its graph evaluated under vmap)."""
-    outs = _eval_batched(graph, args, dims, batch_size(args, dims))
+    outs = batch_flat(lambda ins: list(eval_graph(graph, *ins)), list(args), dims,
+                      batch_size(args, dims), 0)
     return tuple(outs), (0,) * len(outs)
-
-
-def _eval_batched(graph: Graph, xs: Any, dims: tuple, size: int) -> list:
-    return batch_flat(lambda ins: list(eval_graph(graph, *ins)), list(xs), dims, size, 0)
 
 
 def _split_jvp(fn: Callee, nonzero: tuple) -> tuple:

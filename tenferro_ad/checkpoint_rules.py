@@ -19,7 +19,7 @@ from tenferro_core.errors import ArgumentError
 from tenferro_core.extension import define_op
 from tenferro_core.params import p_any, p_nonneg_int
 from tenferro_runtime.compiled import Callee
-from tenferro_runtime.graph import Graph, Node, Var, eval_graph, trace
+from tenferro_runtime.graph import Graph, Node, Var, eval_graph
 from tenferro_runtime.graph_prims import GraphPrimitive, call_p
 from tenferro_runtime.tensor import Tensor
 
@@ -227,19 +227,13 @@ remat_barrier_p = define_op(
 def remat_batch(args: tuple, dims: tuple, *, fn: RematCallee) -> tuple:
     """A checkpointed function batched: its graph traced under vmap (batch axes first), still
     checkpointed with the same policy."""
-    from .batching import batch_flat, batch_size, moveaxis
+    from .batching import batch_first, batch_graph, batch_size
 
     size = batch_size(args, dims)
-    args = tuple(x if d is None else moveaxis(x, d, 0) for x, d in zip(args, dims))
-    in_dims = tuple(None if d is None else 0 for d in dims)
-    avals = [x.aval for x in args]
-
-    def build() -> RematCallee:
-        graph = trace(lambda *xs: batch_flat(lambda ins: list(eval_graph(fn.graph, *ins)), list(xs),
-                                             in_dims, size, 0), *avals)
-        return RematCallee(graph, f"vmap({fn.name})", fn.policy)
-
-    outs = remat_p.bind(*args, fn=fn.derived(("batch", in_dims, size), build))
+    args, in_dims = batch_first(args, dims)
+    outs = remat_p.bind(*args, fn=fn.derived(("batch", in_dims, size), lambda: RematCallee(
+        batch_graph(fn.graph, [d is not None for d in in_dims], size)[0], f"vmap({fn.name})",
+        fn.policy)))
     return tuple(outs), (0,) * len(outs)
 
 

@@ -16,45 +16,19 @@ from __future__ import annotations
 from typing import Any
 
 from tenferro_core import dtypes as D
-from tenferro_core.avals import Aval
 from tenferro_runtime import lax
 from tenferro_runtime.compiled import Callee
 from tenferro_runtime.control_flow_prims import cond_p, scan_p, scan_split, while_p
 from tenferro_runtime.graph import Graph, eval_graph, trace
 from tenferro_runtime.graph_prims import call_p
-from tenferro_runtime.tracing import new_trace
 
-from .batching import BatchTrace, batch_size, moveaxis, to_front
-
-
-def _batched_aval(a: Aval, size: int) -> Aval:
-    return Aval((size, *a.shape), a.dtype, a.device)
-
-
-def batch_graph(graph: Graph, batched: tuple, size: int, force: tuple) -> tuple[Graph, tuple]:
-    """(graph of the whole batch, which results are batched): inputs batched on axis 0 where
-    `batched`; results batched on axis 0 where they depend on a batched input or are `force`d."""
-    out_b: list = []
-
-    def fn(*xs: Any) -> list:
-        with new_trace(BatchTrace(size)) as bt:
-            outs = eval_graph(graph, *[bt.tracer(x, 0 if b else None) for x, b in zip(xs, batched)])
-            res, pattern = [], []
-            for o, f in zip(outs, force):
-                val, d = bt.unpack(o)
-                pattern.append(d is not None or f)
-                res.append(to_front(val, d, size) if pattern[-1] else val)
-        out_b[:] = pattern
-        return res
-
-    avals = [_batched_aval(v.aval, size) if b else v.aval for v, b in zip(graph.inputs, batched)]
-    return trace(fn, *avals).replace(out_tree=None), tuple(out_b)
+from .batching import batch_first, batch_graph, batch_size, moveaxis, to_front
 
 
 def _front(args: tuple, dims: tuple) -> tuple[list, tuple]:
     """Operands with their batch axes first, and which are batched."""
-    return ([x if d is None else moveaxis(x, d, 0) for x, d in zip(args, dims)],
-            tuple(d is not None for d in dims))
+    vals, dims = batch_first(args, dims)
+    return vals, tuple(d is not None for d in dims)
 
 
 def _fixpoint(graph: Graph, consts_b: tuple, carry_b: tuple, rest_b: tuple, n_y: int, size: int) -> tuple:
@@ -190,4 +164,4 @@ def register(registry: Any) -> None:
     registry.add_rule("batch", scan_p, scan_batch)
 
 
-__all__ = ["batch_graph", "cond_batch", "register", "scan_batch", "while_batch"]
+__all__ = ["cond_batch", "register", "scan_batch", "while_batch"]

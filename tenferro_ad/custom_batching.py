@@ -15,15 +15,14 @@ from tenferro_runtime import lax
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor
 
-from .batching import BatchTrace, batch_flat, batch_size, moveaxis
+from .batching import BatchTrace, batch_first, batch_flat, batch_size
 
 
 def call_batched(fn: Any, args: tuple, trace: BatchTrace) -> Any:
     """`fn(*args)` (a custom function) where `trace` is the top trace of its arguments."""
     leaves, in_tree = tree_flatten(args)
     vals, dims = zip(*[trace.unpack(x) for x in leaves]) if leaves else ((), ())
-    vals = [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
-    dims = tuple(None if d is None else 0 for d in dims)
+    vals, dims = batch_first(vals, dims)
     out = batched_version(fn, in_tree, dims, trace.axis_size)(*tree_unflatten(in_tree, vals))
     o_leaves, o_tree = tree_flatten(out)
     return tree_unflatten(o_tree, [trace.tracer(o, 0) if isinstance(o, Tensor) else o
@@ -33,8 +32,7 @@ def call_batched(fn: Any, args: tuple, trace: BatchTrace) -> Any:
 def batch_custom_call(args: tuple, dims: tuple, *, spec: Any) -> tuple:
     """Batch rule of `custom_call_p` (a custom function recorded as one op on a tape)."""
     size = batch_size(args, dims)
-    vals = [x if d is None else moveaxis(x, d, 0) for x, d in zip(args, dims)]
-    dims = tuple(None if d is None else 0 for d in dims)
+    vals, dims = batch_first(args, dims)
     out = batched_version(spec.fn, spec.in_tree, dims, size)(*tree_unflatten(spec.in_tree, vals))
     outs = tuple(tree_flatten(out)[0])
     return outs, (0,) * len(outs)

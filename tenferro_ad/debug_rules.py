@@ -11,10 +11,9 @@ from tenferro_runtime.debug import debug_print_p
 
 def _batch(args: tuple, dims: tuple, **params: Any) -> tuple:
     """Under vmap the whole batch prints at once (batch axis first), as in JAX."""
-    from .batching import moveaxis
+    from .batching import batch_first
 
-    moved = [x if d is None or d == 0 else moveaxis(x, d, 0) for x, d in zip(args, dims)]
-    debug_print_p.bind(*moved, **params)
+    debug_print_p.bind(*batch_first(args, dims)[0], **params)
     return (), ()
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import tenferro_ad.plugin as ad_plugin
 import tenferro_numpy.plugin as numpy_plugin
+from plugin_fixtures import hook_plugin
 from tenferro_ad import (
     GradientTape,
     PerformanceWarning,
@@ -34,7 +35,6 @@ from tenferro_core.errors import (
     ShapeError,
 )
 from tenferro_core.extension import define_op
-from tenferro_core.plugins import hookimpl
 from tenferro_runtime import Runtime, compile, lax, use_runtime
 from tenferro_runtime import array_api as xp
 
@@ -116,17 +116,13 @@ def _same(x):
 
 
 def _runtime(op, kernel, rule=None):
-    class Plugin:
-        __name__ = "test_vmap_transforms"
+    def register(registry):
+        registry.add_op(op)
+        registry.add_kernel("numpy", op, kernel)
+        if rule is not None:
+            registry.add_rule("batch", op, rule)
 
-        @hookimpl
-        def tenferro_register(self, registry):
-            registry.add_op(op)
-            registry.add_kernel("numpy", op, kernel)
-            if rule is not None:
-                registry.add_rule("batch", op, rule)
-
-    return Runtime([numpy_plugin, ad_plugin, Plugin()])
+    return Runtime([numpy_plugin, ad_plugin, hook_plugin("test_vmap_transforms", register)])
 
 
 def test_custom_op_without_batch_rule_loops_with_a_performance_warning():

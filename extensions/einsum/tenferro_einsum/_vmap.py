@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import string
 
-from tenferro_ad.batching import loop_batch, moveaxis
+from tenferro_ad.batching import batch_first, batch_size, loop_batch
 
 from .native import _split, contract_p
 
@@ -16,12 +16,11 @@ def contract_batch(args: tuple, dims: tuple, *, spec: str, path: tuple) -> tuple
     and transposable, since the new letter appears in the output."""
     free = [c for c in string.ascii_letters if c not in spec]
     if not free:  # all 52 letters taken: the examples one by one
-        size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
-        return loop_batch(contract_p, args, dims, size, spec=spec, path=path)
+        return loop_batch(contract_p, args, dims, batch_size(args, dims), spec=spec, path=path)
     b = free[0]
     terms, out = _split(spec)
     terms = [t if d is None else b + t for t, d in zip(terms, dims)]
-    xs = [x if d is None else moveaxis(x, d, 0) for x, d in zip(args, dims)]
+    xs = batch_first(args, dims)[0]
     new = ",".join(terms) + "->" + b + out
     return contract_p.bind(*xs, spec=new, path=path), 0
 
