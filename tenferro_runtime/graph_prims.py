@@ -44,29 +44,27 @@ FOLD_MAX = 1 << 16
 """Elements: a node whose results are larger is recomputed rather than kept as a constant."""
 
 
+def _inner_graphs(node: Any) -> tuple:
+    """The graphs a node holds: a `call`/`fused` graph, or control flow's bodies."""
+    prim = node.prim
+    if isinstance(prim, GraphPrimitive):
+        return (prim.graph_of(node.params),)
+    subgraphs = getattr(prim, "subgraphs", None)  # control flow (control_flow_prims)
+    return tuple(subgraphs(node.params)) if subgraphs is not None else ()
+
+
 def pinned(node: Any) -> bool:
     """True for a node no pass or plan may merge, drop or evaluate early: effectful, random,
-    or a `call`/`fused` whose graph holds such a node."""
+    or holding a graph (a `call`/`fused` graph, a loop body) with such a node."""
     prim = node.prim
     if prim.effects or prim.category == "random":
         return True
-    if isinstance(prim, GraphPrimitive):
-        return any(pinned(m) for m in prim.graph_of(node.params).nodes)
-    subgraphs = getattr(prim, "subgraphs", None)  # control flow (control_flow_prims)
-    if subgraphs is not None:
-        return any(pinned(m) for g in subgraphs(node.params) for m in g.nodes)
-    return False
+    return any(pinned(m) for g in _inner_graphs(node) for m in g.nodes)
 
 
 def effectful(node: Any) -> bool:
     """True for a node DCE must keep: effectful, or holding a graph with such a node."""
-    prim = node.prim
-    if prim.effects:
-        return True
-    subgraphs = getattr(prim, "subgraphs", None)
-    if subgraphs is None and isinstance(prim, GraphPrimitive):
-        subgraphs = lambda params: (prim.graph_of(params),)  # noqa: E731
-    return subgraphs is not None and any(effectful(m) for g in subgraphs(node.params) for m in g.nodes)
+    return node.prim.effects or any(effectful(m) for g in _inner_graphs(node) for m in g.nodes)
 
 
 def foldable(node: Any, max_elements: int = FOLD_MAX) -> bool:
