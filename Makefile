@@ -59,9 +59,13 @@ gpu-check:
 
 # A GPU machine whose python3 already holds a CUDA build of torch (the lent device machines:
 # no network there) runs the check in a venv that sees python3's packages, with this repo's
-# distributions installed offline (editable, no dependencies).
+# distributions installed offline (editable, no dependencies). python3 there is itself a venv,
+# and a venv made from a venv sees only the base interpreter's packages, so a .pth file adds
+# python3's own site-packages.
 $(GPU_STAMP): pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
 	$(PYTHON) -m venv --system-site-packages --without-pip $(GPU_VENV)
+	$(PYTHON) -c "import site; print(*site.getsitepackages(), sep='\n')" > \
+		"$$($(GPU_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/python3-packages.pth"
 	$(GPU_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-index \
 		--no-build-isolation -e . $(addprefix -e ,$(PLUGINS))
 	touch $@

@@ -60,8 +60,8 @@ def test_float32_convolution_keeps_float32_precision():
     lhs, rhs = rng.standard_normal((2, 8, 16, 16)), rng.standard_normal((4, 8, 3, 3))
     out = lax.conv_general(xp.asarray(lhs.astype(np.float32), device=GPU),
                            xp.asarray(rhs.astype(np.float32), device=GPU), padding=((1, 1), (1, 1)))
-    want = conv_values(lhs, rhs, window_strides=None, padding=((1, 1), (1, 1)), lhs_dilation=None,
-                       rhs_dilation=None, feature_group_count=1)
+    want = conv_values(lhs, rhs, window_strides=(1, 1), padding=((1, 1), (1, 1)), lhs_dilation=(1, 1),
+                       rhs_dilation=(1, 1), feature_group_count=1)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
 
 

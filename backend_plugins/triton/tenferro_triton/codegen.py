@@ -172,9 +172,11 @@ def constant(value: Any, dtype: D.DType, shape: str) -> str | None:
         back = np.asarray(float("nan") if math.isnan(f) else f).astype(npd)
         if back.tobytes() != v.tobytes():  # a NaN with a payload has no literal
             return None
-    if dtype is D.bfloat16:
-        return f"H.to_bf16(tl.full({shape}, {lit}, {_F32}))"
-    return f"tl.full({shape}, {lit}, {TL[dtype]})"
+    T = _F32 if dtype is D.bfloat16 else TL[dtype]
+    full = f"tl.full({shape}, {lit}, {T})"
+    if dtype.kind == "f" and lit == "-0.0":  # tl.full fills zeros, +0, for any value == 0
+        full = f"(tl.full({shape}, 0.0, {T}) * -1.0)"
+    return f"H.to_bf16({full})" if dtype is D.bfloat16 else full
 
 
 def strided_offset(index: Sequence[str], strides: Sequence[int]) -> str:
@@ -254,7 +256,8 @@ _NAN = ", propagate_nan=tl.PropagateNan.ALL"
 def _float_expression(prim: str, a: list[str], T: str) -> str | None:
     x = a[0]
     simple = {
-        "neg": f"(-{x})", "abs": f"tl.abs({x})", "conj": x, "real": x,
+        # Triton's unary minus is 0 - x, which gives +0 for +0: a product flips the sign bit
+        "neg": f"({x} * -1.0)", "abs": f"tl.abs({x})", "conj": x, "real": x,
         "imag": f"tl.zeros_like({x})", "logistic": f"H.logistic({x})",
         "isnan": f"({x} != {x})", "isinf": f"(tl.abs({x}) == float('inf'))",
         "isfinite": f"(tl.abs({x}) < float('inf'))",

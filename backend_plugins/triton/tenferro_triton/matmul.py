@@ -21,7 +21,7 @@ from typing import Any
 from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
 
-OP = "matmul.v1"  # autotune cache namespace; bump when the kernel or its configs change
+OP = "matmul.v2"  # autotune cache namespace; bump when the kernel or its configs change
 SUPPORTED = (D.float16, D.bfloat16, D.float32, D.float64)
 _INT32_MAX = 2**31 - 1
 _GRID_Y_MAX = 65535  # CUDA's limit on grid axis 1, which runs over the batch
@@ -110,7 +110,7 @@ def dot_kernel(in_avals: tuple, out_aval: Any, contracting_dims: tuple, batch_di
         meta = {"ACC_F64": f64, "PRECISION": precision, "UPCAST": upcast}
         grid = state.get("grid")
         if grid is None:
-            tuned = _tuned()
+            tuned = _tuned(f64)
             grid_of = functools.partial(_grid, b, m, n)
             from .autotune import target_name, tune_key
 
@@ -149,9 +149,10 @@ def _prune(configs: list, named: dict[str, Any]) -> list:
     return [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] * c.kwargs["BLOCK_K"])]
 
 
-def _configs(interp: bool) -> list:
+def _configs(interp: bool, f64: bool = False) -> list:
     """Candidate block configs: two tiny ones under the interpreter (tests stay fast), the
-    Triton tutorial's set on CUDA (out-of-resource ones are skipped while tuning)."""
+    Triton tutorial's set on CUDA (out-of-resource ones are skipped while tuning), and small
+    tiles for float64, whose (M, K, N) products are held in registers."""
     import triton
 
     def cfg(bm: int, bn: int, bk: int, warps: int, stages: int) -> Any:
@@ -160,6 +161,8 @@ def _configs(interp: bool) -> list:
 
     if interp:
         return [cfg(16, 16, 16, 1, 1), cfg(32, 32, 32, 1, 1)]
+    if f64:
+        return [cfg(32, 32, 8, 4, 2), cfg(64, 32, 8, 4, 2), cfg(32, 64, 8, 4, 2), cfg(16, 16, 16, 1, 2)]
     return [
         cfg(128, 256, 64, 8, 3), cfg(64, 256, 32, 4, 4), cfg(128, 128, 32, 4, 4),
         cfg(128, 64, 32, 4, 4), cfg(64, 128, 32, 4, 4), cfg(128, 32, 32, 4, 4),
@@ -175,11 +178,12 @@ def _interpreted() -> bool:
 
 
 @functools.cache
-def _tuned() -> Any:
+def _tuned(f64: bool = False) -> Any:
     """The matmul jit kernel with its configs (built on first use: imports triton)."""
     from .autotune import Tuned
 
-    return Tuned(OP, _jit_kernel(), _configs(_interpreted()), prune=_prune)
+    return Tuned(OP + (".f64" if f64 else ""), _jit_kernel(), _configs(_interpreted(), f64),
+                 prune=_prune)
 
 
 @functools.cache
@@ -193,7 +197,7 @@ def _jit_kernel() -> Any:
                       stride_cb, stride_cm, stride_cn,
                       ACC_F64: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr):
+                      GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
         pid = tl.program_id(0)
         bid = tl.program_id(1).to(tl.int64)
         num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -208,29 +212,37 @@ def _jit_kernel() -> Any:
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         offs_k = tl.arange(0, BLOCK_K)
-        a_ptrs = a_ptr + bid * stride_ab + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
-        b_ptrs = b_ptr + bid * stride_bb + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-        mask_m = offs_m[:, None] < M
-        mask_n = offs_n[None, :] < N
+        # rows and columns past the edge read row/column 0 again (wrapped, so loads need no
+        # mask) and are not stored
+        a_ptrs = a_ptr + bid * stride_ab + (offs_m % M)[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = b_ptr + bid * stride_bb + offs_k[:, None] * stride_bk + (offs_n % N)[None, :] * stride_bn
         if ACC_F64:
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64)
         else:
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for kk in range(0, tl.cdiv(K, BLOCK_K)):
-            k_left = K - kk * BLOCK_K
-            a = tl.load(a_ptrs, mask=mask_m & (offs_k[None, :] < k_left), other=0.0)
-            b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n, other=0.0)
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                b = tl.load(b_ptrs)
+            else:
+                k_left = K - kk * BLOCK_K
+                a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+                b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
             if UPCAST:  # the interpreter's dot reads bfloat16 as raw bits; products are exact
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            if ACC_F64:  # tl.dot has no float64 form on NVIDIA (Triton 3.6): products summed
+                acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1)
+            else:
+                acc = tl.dot(a, b, acc, input_precision=PRECISION)
             a_ptrs += BLOCK_K * stride_ak
             b_ptrs += BLOCK_K * stride_bk
 
         c_ptrs = c_ptr + bid * stride_cb + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m & mask_n)
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
-    return matmul_kernel
+    # K a multiple of BLOCK_K: the loads of the loop need no mask
+    return triton.heuristics({"EVEN_K": lambda a: a["K"] % a["BLOCK_K"] == 0})(matmul_kernel)
 
 
 def bench_matmul(dtype: Any, m: int, n: int, k: int, device: str = "cuda") -> dict[str, float]:

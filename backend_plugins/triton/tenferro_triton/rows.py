@@ -250,6 +250,7 @@ class _RowKernel:
             raise Unsupported(f"torch has no buffers of {sorted(d.name for d in missing)}")
         self.out_types = [(prog.value(i)[0], TO_TORCH[prog.value(i)[1]]) for i in prog.outs]
         self.variants: dict = {}
+        self.launches: dict = {}  # operand strides -> (the kernel bound to its grid, warps)
         self.lock = threading.Lock()
 
     def variant(self, strides: tuple, wide: bool) -> tuple:
@@ -266,14 +267,18 @@ class _RowKernel:
     def __call__(self, bufs: list) -> list:
         import torch
 
-        strides = tuple(tuple(b.stride()) for b in bufs)
-        span = max((sum((s - 1) * st for s, st in zip(b.shape, b.stride()) if s) for b in bufs),
-                   default=0)
-        wide = span >= 2**31 - 1 or any(math.prod(s) >= 2**31 - 1 for s, _ in self.out_types)
-        fn, b = self.variant(strides, wide)
+        strides = tuple(b.stride() for b in bufs)
+        hit = self.launches.get(strides)  # the shapes are the graph's: strides pick the kernel
+        if hit is None:
+            span = max((sum((s - 1) * st for s, st in zip(b.shape, b.stride()) if s) for b in bufs),
+                       default=0)
+            wide = span >= 2**31 - 1 or any(math.prod(s) >= 2**31 - 1 for s, _ in self.out_types)
+            fn, b = self.variant(strides, wide)
+            hit = self.launches[strides] = (fn[(b.grid,)], b.num_warps)
+        launch, warps = hit
         dev = bufs[0].device
         outs = [torch.empty(shape, dtype=dt, device=dev) for shape, dt in self.out_types]
-        fn[(b.grid,)](*bufs, *outs, num_warps=b.num_warps)
+        launch(*bufs, *outs, num_warps=warps)
         return outs
 
 

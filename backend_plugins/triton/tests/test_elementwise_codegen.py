@@ -499,7 +499,8 @@ def test_outputs_of_unrelated_shapes_and_zero_size() -> None:
     s, z = to_device(np.float32(2.0), DEV), to_device(np.zeros((0, 4), np.float32), DEV)
     outs = elementwise.group_kernel(trace(lambda u, w: (lax.sin(w), lax.cos(u)), s, z), DEV)(
         s._buf, z._buf)
-    assert outs[0].shape == (0, 4) and _host(outs[1]) == np.float32(np.cos(2.0))
+    assert outs[0].shape == (0, 4)  # cos within 2 ulp, as the device's libm gives it
+    np.testing.assert_array_max_ulp(_host(outs[1]), np.float32(np.cos(2.0)), maxulp=2)
 
 
 def test_unsupported_dtypes_raise() -> None:

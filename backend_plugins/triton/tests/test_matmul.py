@@ -67,14 +67,16 @@ def _einsum(lnd: int, rnd: int, contracting: tuple, batch: tuple) -> str:
     return f"{lsub},{rsub}->{''.join(lsub[i] for i in lb)}{free_l}{free_r}"
 
 
-def _check(x: Any, y: Any, got: Any, dtype: D.DType, contracting: tuple, batch: tuple = ((), ())) -> None:
+def _check(x: Any, y: Any, got: Any, dtype: D.DType, contracting: tuple, batch: tuple = ((), ()),
+           tol: float | None = None) -> None:
     spec = _einsum(x.ndim, y.ndim, contracting, batch)
     a, b = x.double().cpu().numpy(), y.double().cpu().numpy()
     ref = np.einsum(spec, a, b)
     bound = np.einsum(spec, np.abs(a), np.abs(b))
     assert got.dtype == TORCH[dtype] and tuple(got.shape) == ref.shape
     err = np.abs(got.double().cpu().numpy() - ref)
-    assert (err <= TOL[dtype] * bound + 1e-30).all(), f"max error {err.max()} ({spec}, {dtype})"
+    tol = TOL[dtype] if tol is None else tol
+    assert (err <= tol * bound + 1e-30).all(), f"max error {err.max()} ({spec}, {dtype})"
 
 
 def _tensor(shape: tuple, dtype: D.DType, layout: str, seed: int) -> Any:
@@ -188,7 +190,7 @@ def test_unsupported_dtypes_fall_back(dtype: D.DType) -> None:
 ])
 def test_empty_results_launch_nothing(monkeypatch: Any, lshape: tuple, rshape: tuple, batch: tuple,
                                       shape: tuple) -> None:
-    monkeypatch.setattr(matmul, "_tuned", lambda: pytest.fail("launched a kernel"))
+    monkeypatch.setattr(matmul, "_tuned", lambda *a: pytest.fail("launched a kernel"))
     nd = len(lshape)
     dims = ((nd - 1,), (nd - 2,))
     x, y = torch.ones(lshape, device=DEVICE), torch.ones(rshape, device=DEVICE)
@@ -197,7 +199,7 @@ def test_empty_results_launch_nothing(monkeypatch: Any, lshape: tuple, rshape: t
 
 
 def test_zero_contraction_gives_zeros(monkeypatch: Any) -> None:
-    monkeypatch.setattr(matmul, "_tuned", lambda: pytest.fail("launched a kernel"))
+    monkeypatch.setattr(matmul, "_tuned", lambda *a: pytest.fail("launched a kernel"))
     f16 = {"dtype": torch.float16, "device": DEVICE}
     out = _kernel((3, 0), (0, 4), D.float16, ((1,), (0,)))(torch.ones(3, 0, **f16), torch.ones(0, 4, **f16))
     assert out.dtype == torch.float16 and torch.equal(out.cpu(), torch.zeros(3, 4, dtype=torch.float16))
@@ -232,7 +234,8 @@ def test_float32_is_ieee_unless_tf32_is_asked_for(monkeypatch: Any, env: str | N
 
     monkeypatch.setattr(autotune.Tuned, "launch", spy)
     x, y = _tensor((5, 6), D.float32, "contiguous", 9), _tensor((6, 7), D.float32, "contiguous", 10)
-    _check(x, y, _kernel((5, 6), (6, 7), D.float32, ((1,), (0,)))(x, y), D.float32, ((1,), (0,)))
+    tf32 = 2e-3 if precision == "tf32" else None  # TF32 keeps 10 mantissa bits of each operand
+    _check(x, y, _kernel((5, 6), (6, 7), D.float32, ((1,), (0,)))(x, y), D.float32, ((1,), (0,)), tol=tf32)
     assert seen[0]["PRECISION"] == precision
 
 
@@ -256,7 +259,7 @@ def _run(m: int, n: int, k: int, dtype: D.DType = D.float32) -> None:
     _check(x, y, _kernel((m, k), (k, n), dtype, ((1,), (0,)))(x, y), dtype, ((1,), (0,)))
 
 
-KEY = "matmul.v1/float32/interpreter/B1/M32/N32/K32"
+KEY = "matmul.v2/float32/interpreter/B1/M32/N32/K32"
 
 
 def test_bucket_rounds_up_to_powers_of_two() -> None:
@@ -293,13 +296,13 @@ def test_nearby_shapes_share_a_bucket(timer: CountingTimer) -> None:
     assert timer.calls == 2
     _run(33, 20, 20)  # M bucket 64: tuned anew
     assert timer.calls == 4
-    assert "matmul.v1/float32/interpreter/B1/M64/N32/K32" in autotune.entries()
+    assert "matmul.v2/float32/interpreter/B1/M64/N32/K32" in autotune.entries()
 
 
 def test_small_sizes_need_no_tuning(timer: CountingTimer) -> None:
     """At most 16 in every size: only the 16-block config is a candidate, nothing is timed."""
     _run(9, 16, 3)
-    assert timer.calls == 0 and autotune.entries()["matmul.v1/float32/interpreter/B1/M16/N16/K4"]
+    assert timer.calls == 0 and autotune.entries()["matmul.v2/float32/interpreter/B1/M16/N16/K4"]
 
 
 @pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"format": 999, "entries": {}}',
@@ -339,7 +342,7 @@ def test_each_config_with_partial_program_groups(timer: CountingTimer, tmp_path:
     of tiles is partial, for both interpreter block sizes."""
     config = {"kwargs": {"BLOCK_M": block, "BLOCK_N": block, "BLOCK_K": block, "GROUP_M": 8},
               "num_warps": 1, "num_stages": 1}
-    key = f"matmul.v1/{dtype.name}/interpreter/B1/M512/N64/K64"
+    key = f"matmul.v2/{dtype.name}/interpreter/B1/M512/N64/K64"
     data = {"format": 1, "entries": {key: {"config": config}}}
     (tmp_path / autotune.FILE_NAME).write_text(json.dumps(data))
     _run(300, 50, 40, dtype)
