@@ -1,0 +1,135 @@
+"""Paged varlen attention equals plain per-sequence attention, on both CPU backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tenferro_core.errors import ShapeError
+from tenferro_infer.attention import (
+    copy_slots,
+    dense_attention,
+    kv_update_p,
+    paged_attention,
+    plan_attention,
+    reference_attention,
+)
+from tenferro_infer.config import tiny_llama_config
+from tenferro_infer.kv_cache import KVCache
+from tenferro_runtime import array_api as xp
+
+DEVICES = ["numpy:cpu", "torch:cpu"]
+H, HKV, D = 4, 2, 8
+
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _reference(q, k, v, device):
+    """Per sequence: plain attention over its whole (cached + new) K/V."""
+    return reference_attention(*(xp.asarray(a, device=device) for a in (q, k, v))).numpy()
+
+
+def _run_case(device, block_size, seqs, seed):
+    """seqs: (cached, new, shared_prefix) per sequence. Prefills the cached part in one paged
+    call, then runs every sequence's new tokens in one varlen paged call, and compares both
+    against the reference."""
+    rng = np.random.default_rng(seed)
+    cfg = tiny_llama_config(n_layers=1, hidden_size=H * D, n_heads=H, n_kv_heads=HKV)
+    cache = KVCache.from_budget(cfg, tokens=sum(c + n for c, n, _ in seqs) + 4 * block_size,
+                                block_size=block_size, device=device)
+    pool = (cache.k_pools[0], cache.v_pools[0])
+    prefix_k, prefix_v = _rand(rng, 64, HKV, D), _rand(rng, 64, HKV, D)
+    ks, vs, tables = [], [], []
+    for i, (cached, new, shared) in enumerate(seqs):
+        total = cached + new
+        k, v = _rand(rng, total, HKV, D), _rand(rng, total, HKV, D)
+        share = min(shared, cached)  # the same K/V at the start: a shared prompt prefix
+        k[:share], v[:share] = prefix_k[:share], prefix_v[:share]
+        ks.append(k)
+        vs.append(v)
+        tables.append(cache.allocate([7] * share + list(range(100 * i, 100 * i + total - share))))
+    qs = [_rand(rng, c + n, H, D) for c, n, _ in seqs]
+    phases = ([(0, c) for c, _, _ in seqs], [(c, c + n) for c, n, _ in seqs])  # prefill, then new
+    for phase, spans in enumerate(phases):
+        live = [i for i, (a0, a1) in enumerate(spans) if a1 > a0]
+        if not live:
+            continue
+        rng_ = [spans[i] for i in live]
+        cat = [np.concatenate([a[i][a0:a1] for i, (a0, a1) in zip(live, rng_)]) for a in (qs, ks, vs)]
+        plan = plan_attention([a1 - a0 for a0, a1 in rng_], [a0 for a0, _ in rng_],
+                              [tables[i].slots(0, a1) for i, (_, a1) in zip(live, rng_)], device)
+        got = paged_attention(*(xp.asarray(a, device=device) for a in cat), *pool, plan).numpy()
+        want = np.concatenate([_reference(qs[i][a0:a1], ks[i][:a1], vs[i][:a1], device).reshape(a1 - a0, -1)
+                               for i, (a0, a1) in zip(live, rng_)])
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5, err_msg=f"phase {phase}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=20)
+@given(block_size=st.sampled_from([8, 16, 32]),
+       seqs=st.lists(st.tuples(st.integers(0, 40), st.integers(1, 12), st.integers(0, 40)),
+                     min_size=1, max_size=4),
+       seed=st.integers(0, 2**16))
+def test_paged_equals_reference(device, block_size, seqs, seed):
+    _run_case(device, block_size, seqs, seed)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("block_size", [8, 16, 32])
+def test_edge_cases(device, block_size):
+    _run_case(device, block_size, [(0, 1, 0)], 0)                      # a single token
+    _run_case(device, block_size, [(0, 2 * block_size, 0)], 1)         # exactly two full blocks
+    _run_case(device, block_size, [(block_size, block_size, 0), (2 * block_size - 1, 1, 0)], 2)
+    _run_case(device, block_size, [(3 * block_size, 1, 40), (3 * block_size, 5, 40), (0, 3, 0)], 3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dense_attention_matches_reference(device):
+    rng = np.random.default_rng(0)
+    lens = [1, 9, 4]
+    q, k, v = _rand(rng, 14, H, D), _rand(rng, 14, HKV, D), _rand(rng, 14, HKV, D)
+    plan = plan_attention(lens, [0, 0, 0], None, device)
+    got = dense_attention(*(xp.asarray(a, device=device) for a in (q, k, v)), plan).numpy()
+    off, want = 0, []
+    for n in lens:
+        want.append(_reference(q[off:off + n], k[off:off + n], v[off:off + n], device).reshape(n, -1))
+        off += n
+    np.testing.assert_allclose(got, np.concatenate(want), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kv_update_writes_in_place_and_copy_slots(device):
+    cfg = tiny_llama_config(n_layers=2)
+    cache = KVCache(cfg, 4, 8, device)
+    before = cache.k_pools[0]._buf
+    h, d = cfg.n_kv_heads, cfg.head_dim
+    new = np.arange(2 * h * d, dtype=np.float32).reshape(2, h, d)
+    slots = xp.asarray(np.array([3, 9], np.int64), device=device)
+    read = xp.asarray(np.array([[9, 3]], np.int64), device=device)
+    k, v = kv_update_p.bind(cache.k_pools[0], cache.v_pools[0], slots, xp.asarray(new, device=device),
+                            xp.asarray(-new, device=device), read)
+    assert cache.k_pools[0]._buf is before  # the pool's buffer, written in place
+    np.testing.assert_array_equal(k.numpy()[0], new[::-1])
+    np.testing.assert_array_equal(v.numpy()[0], -new[::-1])
+    pool = cache.k_pools[0].numpy().reshape(-1, h, d)
+    np.testing.assert_array_equal(pool[[3, 9]], new)
+    assert not pool[[0, 1, 2, 4, 8, 10]].any()
+    copy_slots(cache, np.array([3, 9]), np.array([30, 31]))
+    np.testing.assert_array_equal(cache.k_pools[0].numpy().reshape(-1, h, d)[[30, 31]], new)
+    np.testing.assert_array_equal(cache.v_pools[0].numpy().reshape(-1, h, d)[[30, 31]], -new)
+
+
+def test_kv_update_rejects_bad_shapes():
+    cfg = tiny_llama_config(n_layers=1)
+    cache = KVCache(cfg, 2, 4)
+    slots = xp.asarray(np.array([0], np.int64))
+    wrong = xp.zeros((1, cfg.n_kv_heads, cfg.head_dim + 1), dtype=xp.float32)
+    with pytest.raises(ShapeError, match="new K must be"):
+        kv_update_p.bind(cache.k_pools[0], cache.v_pools[0], slots, wrong, wrong, slots)
+    q = xp.zeros((2, 3, 8), dtype=xp.float32)
+    with pytest.raises(ShapeError, match="kv_heads"):
+        reference_attention(q, xp.zeros((2, 2, 8), dtype=xp.float32), xp.zeros((2, 2, 8), dtype=xp.float32))
