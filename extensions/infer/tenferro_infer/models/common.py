@@ -17,6 +17,7 @@ import numpy as np
 
 from tenferro_core.errors import ArgumentError, ArgumentValueError
 from tenferro_runtime import array_api as xp
+from tenferro_runtime import lax
 from tenferro_runtime.tensor import Tensor
 
 from ..attention import AttentionPlan, dense_attention, paged_attention, plan_attention
@@ -150,8 +151,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, batch: StepBatch, layer: int, pla
 
 
 def linear(x: Tensor, w: Tensor) -> Tensor:
-    """x @ w.T for w stored (out, in), as Hugging Face stores projections."""
-    return xp.matmul(x, xp.matrix_transpose(w))
+    """x @ w.T for x (tokens, in) and w stored (out, in), as Hugging Face stores projections:
+    one dot_general (BLAS reads the transposed operand as it is)."""
+    return lax.dot_general(x, w, contracting_dims=((1,), (1,)))
 
 
 # ---- weights ----------------------------------------------------------------------------------

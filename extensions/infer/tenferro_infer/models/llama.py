@@ -3,7 +3,8 @@ Face's rotate_half convention, grouped-query attention through the paged KV cach
 MLP and (optionally) tied embeddings, float32 on one tenferro device.
 
 Per layer the q/k/v projections are one (q + 2 kv, hidden) matrix and gate/up one
-(2 * intermediate, hidden) matrix, concatenated once at load, so a step runs four matrix
+(2 * intermediate, hidden) matrix, concatenated once at load with the RMSNorm gain that
+precedes them folded in (``(x * g) @ W.T == x @ (W * g).T``), so a step runs four matrix
 products per layer on the step's (tokens, hidden) rows; rotary embeddings rotate q and k
 together.
 """
@@ -60,20 +61,20 @@ class LlamaModel:
                 "mlp.down_proj.weight", "input_layernorm.weight", "post_attention_layernorm.weight")}
             self.layers.append({
                 "qkv": dev(np.concatenate([w["self_attn.q_proj.weight"], w["self_attn.k_proj.weight"],
-                                           w["self_attn.v_proj.weight"]])),
+                                           w["self_attn.v_proj.weight"]]) * w["input_layernorm.weight"]),
                 "o": dev(w["self_attn.o_proj.weight"]),
-                "gate_up": dev(np.concatenate([w["mlp.gate_proj.weight"], w["mlp.up_proj.weight"]])),
+                "gate_up": dev(np.concatenate([w["mlp.gate_proj.weight"], w["mlp.up_proj.weight"]])
+                               * w["post_attention_layernorm.weight"]),
                 "down": dev(w["mlp.down_proj.weight"]),
-                "ln1": dev(w["input_layernorm.weight"]),
-                "ln2": dev(w["post_attention_layernorm.weight"]),
             })
         d = config.head_dim
         self._inv_freq = 1.0 / (config.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
         self._rot = dev(_rotate_half_matrix(d))
 
-    def _rms(self, x: Tensor, w: Tensor) -> Tensor:
-        ms = xp.mean(x * x, axis=-1, keepdims=True)
-        return x * lax.rsqrt(ms + self.config.norm_eps) * w
+    def _rms(self, x: Tensor) -> Tensor:
+        """x / rms(x); the gain is folded into the next projection (or applied by the caller)."""
+        ss = xp.sum(x * x, axis=-1, keepdims=True)
+        return x * lax.rsqrt(ss * (1.0 / self.config.hidden_size) + self.config.norm_eps)
 
     def _rope_tables(self, positions: np.ndarray) -> tuple[Tensor, Tensor]:
         """cos and sin (tokens, 1, head_dim) of the step's positions (HF: freqs repeated twice)."""
@@ -92,20 +93,20 @@ class LlamaModel:
         x = xp.take(self.embed, prep.ids, axis=0)
         f = c.intermediate_size
         for i, lw in enumerate(self.layers):
-            qkv = xp.reshape(linear(self._rms(x, lw["ln1"]), lw["qkv"]), (t, h + 2 * hkv, d))
+            qkv = xp.reshape(linear(self._rms(x), lw["qkv"]), (t, h + 2 * hkv, d))
             qk, v = qkv[:, :h + hkv], qkv[:, h + hkv:]
             rot = xp.reshape(xp.matmul(xp.reshape(qk, (t * (h + hkv), d)), self._rot), (t, h + hkv, d))
             qk = qk * cos + rot * sin
             a = attention(qk[:, :h], qk[:, h:], v, batch, i, prep.plan)
             x = x + linear(a, lw["o"])
-            gu = linear(self._rms(x, lw["ln2"]), lw["gate_up"])
+            gu = linear(self._rms(x), lw["gate_up"])
             g, u = gu[:, :f], gu[:, f:]
             x = x + linear(g * lax.logistic(g) * u, lw["down"])
         finish(batch, prep)
         if prep.logit_rows is None:
             return xp.zeros((0, c.vocab_size), dtype=xp.float32, device=self.device)
         x = xp.take(x, prep.logit_rows, axis=0)
-        return linear(self._rms(x, self.norm), self.lm_head)
+        return linear(self._rms(x) * self.norm, self.lm_head)
 
     __call__ = forward
 
