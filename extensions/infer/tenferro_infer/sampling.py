@@ -272,7 +272,12 @@ def _temperature(ids: np.ndarray | None, x: np.ndarray, t: float) -> Dist:
         i = int(np.argmax(x))
         return np.array([i if ids is None else ids[i]]), np.zeros(1)
     x -= x.max()
-    x /= t
+    inv = 1.0 / t
+    if math.isfinite(inv):  # a multiply is several times cheaper than a divide per element
+        x *= inv
+    else:
+        with np.errstate(over="ignore"):  # t subnormal: all but the max go to -inf, rightly
+            x /= t
     return ids, x
 
 

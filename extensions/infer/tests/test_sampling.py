@@ -198,8 +198,9 @@ def test_temperature_zero_is_argmax(x):
     assert list(np.flatnonzero(kept(got))) == [int(np.argmax(x))]
 
 
-def test_tiny_temperature_does_not_overflow():
-    p = probabilities(np.array([1.0, 1.0 - 1e-6, -5.0]), SamplingParams(temperature=1e-300))
+@pytest.mark.parametrize("t", [1e-300, 5e-324])  # 1/t finite, and 1/t = inf
+def test_tiny_temperature_does_not_overflow(t):
+    p = probabilities(np.array([1.0, 1.0 - 1e-6, -5.0]), SamplingParams(temperature=t))
     np.testing.assert_array_equal(p, [1.0, 0.0, 0.0])
 
 
