@@ -76,7 +76,7 @@ OPTIONAL_BACKEND_ATTRS: dict[str, str] = {
     "claims": "claims(obj) -> device id when obj is one of this backend's buffers, else None",
     "compile": "compile(graph, device) -> run(buffers) -> buffers for a whole graph, or None",
     "out_kernel": "out_kernel(name, kernel) -> fn(*bufs, out) writing into `out`, or None",
-    "donatable": "donatable(buf, holders) -> True when a donated input's buffer may be written",
+    "donatable": "donatable(buf, others) -> True when a donated input's buffer may be written",
     "preferred_conv_layout": "str: 'channels_first' or 'channels_last', the faster conv layout",
     "device_name": "device_name(device) -> the hardware's name (energy profiles), or None",
     "set_threads": "set_threads(n) -> None: use at most n threads for this backend's kernels "

@@ -11,17 +11,16 @@ function is a few microseconds.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from .kernels import check_result, failed, plain
 
 
 def _holders() -> int:
-    """How many references a run of generated code holds on an input buffer when it asks
-    `donatable` (the input tensor's slot, the `bufs` list, the local and the call's argument):
+    """How many references a run of generated code holds on an input buffer when it counts
+    them before asking `donatable` (the input tensor's slot, the `bufs` list and the local):
     measured on this interpreter with the same code shape, not assumed."""
-    import sys
-
     glb: dict[str, Any] = {"_count": sys.getrefcount}
     exec("def run(bufs):\n    s0 = bufs[0]\n    return _count(s0)\n", glb)
 
@@ -64,8 +63,12 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
             body.append(f"        k = {k}")
             call = f"o{k}({', '.join(args + [f's{dead}'])})"
             if donated:  # the caller's buffer, if nothing but this run holds it
-                glb["_donatable"] = device.backend.donatable
-                call = f"{call} if _donatable(s{dead}, {_HOLDERS}) else f{k}({', '.join(args)})"
+                glb["_donatable"], glb["_count"] = device.backend.donatable, sys.getrefcount
+                # counted here, by a C call in a statement of its own: inside a Python
+                # callee the count also depends on whether the interpreter inlined the call
+                # (it does not once a PEP 523 frame hook, such as torch.compile's, is set)
+                body.append(f"        n = _count(s{dead}) - {_HOLDERS + 1}")
+                call = f"{call} if _donatable(s{dead}, n) else f{k}({', '.join(args)})"
             body.append(f"        s{outs[0]} = {call}")
             if check is not None:
                 body.append(f"        _check(_prims[k], _device, _avals[k], s{outs[0]})")

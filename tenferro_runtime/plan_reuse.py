@@ -8,9 +8,9 @@ level: only buffers the plan's own out-capable steps allocated are reused (never
 constants or outputs), and a buffer is dead only when every slot that may share its
 memory is (a step without an out form may return a view of its operands, so its results
 join its operands' alias class). A donated input joins the pool after its last use, on a
-condition checked when the step runs: the backend's ``donatable(buf, holders)`` says whether
-nothing but the executor's own `holders` references hold the buffer (numpy: the array owns
-its memory, is writeable, and its reference count is the executor's), since a NumPy-backed
+condition checked when the step runs: the executor counts the references beyond its own
+and the backend's ``donatable(buf, others)`` says whether the buffer may be written (numpy:
+no other reference, the array owns its memory and is writeable), since a NumPy-backed
 input may still be the caller's own array (zero-copy `asarray`).
 """
 

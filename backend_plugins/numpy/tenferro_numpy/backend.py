@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import operator
-import sys
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -95,12 +94,11 @@ class NumpyBackend:
             return uf
         return None
 
-    def donatable(self, buf: Any, holders: int) -> bool:
+    def donatable(self, buf: Any, others: int) -> bool:
         """True when a donated input's array may be overwritten: it owns its memory, is
-        writeable, and only the executor's `holders` references hold it (no other tensor,
-        view or NumPy array of the caller's)."""
-        return (type(buf) is np.ndarray and buf.base is None and buf.flags.writeable
-                and sys.getrefcount(buf) - 1 <= holders + 1)
+        writeable, and nothing beyond the executor holds it (`others`, the references the
+        executor counted besides its own, is 0: no other tensor, view or caller's array)."""
+        return others <= 0 and type(buf) is np.ndarray and buf.base is None and buf.flags.writeable
 
     def claims(self, obj: Any) -> str | None:
         """NumPy arrays are this backend's buffers."""
