@@ -17,6 +17,7 @@ with finish reason "energy_budget" at the first step boundary past its budget; a
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -108,10 +109,8 @@ class Engine:
         """A tiny random-weight Llama with SmolLM2's tokenizer and vocabulary (fast, for tests)."""
         from .config import tiny_llama_config
         from .models.common import build_model, random_weights
-        from .smollm2 import smollm2_path
-        from .tokenizer import Tokenizer
 
-        tokenizer = Tokenizer.from_gguf(smollm2_path())
+        tokenizer = _smollm2_tokenizer()
         config = tiny_llama_config(vocab_size=tokenizer.vocab_size, max_position=1024,
                                    eos_token_ids=tuple(tokenizer.eos_token_ids), name="tiny-llama")
         model = build_model(config, random_weights(config, seed, scale=0.5), device)
@@ -329,7 +328,9 @@ class Engine:
                  params: SamplingParams | Sequence[SamplingParams] | None = None,
                  chat: bool = False) -> list[RequestOutput]:
         """Run requests to completion (batched together); their final outputs, in order."""
-        single = isinstance(prompts, str) or (chat and prompts and isinstance(prompts[0], dict))
+        first = prompts[0] if isinstance(prompts, (list, tuple)) and prompts else None
+        single = isinstance(prompts, str) or isinstance(first, (int, np.integer)) or (
+            chat and isinstance(first, dict))  # one text, one list of ids or one conversation
         prompts = [prompts] if single else list(prompts)
         plist = params if isinstance(params, (list, tuple)) else [params] * len(prompts)
         ids = [self.add_request(p, sp, chat=chat) for p, sp in zip(prompts, plist)]
@@ -366,6 +367,15 @@ class Engine:
                 "generated_tokens": s["generated_tokens"], "joules": s["joules"],
                 "energy_source": s["energy_source"], "steps": s["steps"],
                 "batch_limit": self.scheduler.limit()}
+
+
+@functools.cache
+def _smollm2_tokenizer() -> Any:
+    """SmolLM2's tokenizer, read once per process (parsing the GGUF's vocabulary takes seconds)."""
+    from .smollm2 import smollm2_path
+    from .tokenizer import Tokenizer
+
+    return Tokenizer.from_gguf(smollm2_path())
 
 
 def drain(engine: Engine, ids: Iterable[str]) -> dict[str, RequestOutput]:
