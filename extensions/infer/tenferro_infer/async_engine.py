@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncEngine", "EngineClosedError", "RequestStream"]
 
 T = TypeVar("T")
+log = logging.getLogger("tenferro_infer.async_engine")
 
 
 class EngineClosedError(TenferroError, RuntimeError):
@@ -240,10 +242,10 @@ class AsyncEngine:
                                             or not self._idle())
                         continue
                     self._step()
-            except BaseException as e:  # a broken engine: fail every stream, take no more
+            except Exception as e:  # a broken engine: fail every stream, take no more
+                log.exception("the engine failed; the AsyncEngine stops")
                 self._error = e
                 self._fail_all(EngineClosedError(f"the engine failed: {e!r}"))
-                raise
 
     def _step(self) -> None:
         outputs = self.engine.step()
@@ -267,16 +269,18 @@ class AsyncEngine:
     def close(self) -> None:
         """Abort every live request (their streams end with EngineClosedError), stop the
         stepper and join it (``join_timeout`` seconds). Idempotent."""
-        with self._cond:
-            if not self._closed:
-                self._closed = True
-                for rid in list(self._sinks):
-                    try:
-                        self.engine.abort(rid)
-                    except Exception:
-                        pass
-                self._fail_all(EngineClosedError("the AsyncEngine was closed"))
-            self._cond.notify_all()
+        def stop() -> None:
+            if self._closed:
+                return
+            self._closed = True
+            for rid in list(self._sinks):
+                try:
+                    self.engine.abort(rid)
+                except Exception:  # a broken engine: the streams still end below
+                    pass
+            self._fail_all(EngineClosedError("the AsyncEngine was closed"))
+
+        self._call(stop)  # between two steps, like any caller
         if threading.current_thread() is not self._thread:
             self._thread.join(self.join_timeout)
 
