@@ -32,6 +32,18 @@ def _gemm_macs(name: str, in_avals: tuple, out_avals: tuple, params: dict) -> in
     return out * math.prod(rhs[1:]) // groups
 
 
+def _gemm_bytes(name: str, in_avals: tuple, params: dict) -> int:
+    """Bytes of the operands each BLAS call reads (a matrix-vector product of few
+    multiply-adds still streams its whole matrix)."""
+    calls = 1
+    if name == "dot_general":
+        (_, _), (lb, _) = params["contracting_dims"], params["batch_dims"]
+        calls = max(1, math.prod(in_avals[0].shape[i] for i in lb))
+    else:
+        calls = max(1, params.get("feature_group_count", 1))
+    return sum(math.prod(a.shape) * a.dtype.itemsize for a in in_avals[:2]) // calls
+
+
 class NumpyBackend:
     """Backend ``numpy`` with one device, ``cpu``; buffers are NumPy arrays."""
 
@@ -70,7 +82,8 @@ class NumpyBackend:
         if name in ("dot_general", "conv_general") and params is not None:
             from .threads import sized
 
-            return sized(kernel, _gemm_macs(name, in_avals, out_avals, params))
+            return sized(kernel, _gemm_macs(name, in_avals, out_avals, params),
+                         _gemm_bytes(name, in_avals, params))
         if (isinstance(kernel, partial) and kernel.keywords == {"out": Ellipsis}
                 and isinstance(kernel.func, np.ufunc) and all(a.shape for a in out_avals)):
             return _OPERATORS.get(kernel.func, kernel.func)

@@ -38,6 +38,12 @@ SMALL_PRODUCT = 1 << 24
 """Products with fewer multiply-adds (m*n*k; ~16.8M, ~0.25 ms on one core) run on one BLAS
 thread: below that, handing half to another thread saves less than the hand-off can cost."""
 
+SMALL_OPERANDS = 1 << 22
+"""...unless their operands exceed 4 MiB: a matrix-vector product (a decode step's
+projection) is bound by memory, not multiply-adds, and streaming 4 MiB takes ~0.3 ms on one
+core of a small VM, where a second thread's share of the bandwidth pays for the hand-off.
+1x576 @ 576x1728 float32 (SmolLM2's q/k/v, 4 MiB) on 2 cores: 0.50 ms on one thread, 0.27 on two."""
+
 IDLE_SPIN_LOG2 = 4
 """OpenBLAS's thread timeout (log2 of TSC cycles a worker spins before it sleeps; its
 minimum, 4). Measured in docs/performance.md, "Threads"."""
@@ -180,15 +186,15 @@ def set_threads(n: int) -> None:
     _STATE.sampled = -1e9
 
 
-def sized(kernel: Any, macs: int) -> Any:
-    """`kernel` (a BLAS product of `macs` multiply-adds per call) run on one thread when it is
-    small, otherwise on the runtime's `threads` less the CPUs other processes keep busy;
-    `kernel` itself where there is nothing to switch (no limit applied yet, a limit of 1, or
-    no NumPy OpenBLAS found)."""
+def sized(kernel: Any, macs: int, nbytes: int = 0) -> Any:
+    """`kernel` (a BLAS product of `macs` multiply-adds per call, reading `nbytes` of
+    operands) run on one thread when it is small, otherwise on the runtime's `threads` less
+    the CPUs other processes keep busy; `kernel` itself where there is nothing to switch (no
+    limit applied yet, a limit of 1, or no NumPy OpenBLAS found)."""
     state = _STATE
     if not state.setters or not state.limit or state.limit == 1:
         return kernel
-    if macs < SMALL_PRODUCT:
+    if macs < SMALL_PRODUCT and nbytes < SMALL_OPERANDS:
         def one_thread(*args: Any, **kwargs: Any) -> Any:
             if state.current != 1:
                 state.use(1)

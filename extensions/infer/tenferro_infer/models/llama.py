@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tenferro_runtime import array_api as xp
-from tenferro_runtime import lax
+from tenferro_runtime import compile, lax
 from tenferro_runtime.tensor import Tensor
 
 from ..config import ModelConfig
@@ -70,6 +70,11 @@ class LlamaModel:
         d = config.head_dim
         self._inv_freq = 1.0 / (config.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
         self._rot = dev(_rotate_half_matrix(d))
+        # Everything of a layer but attention is row-wise: compiled once per row count (the
+        # same functions serve every layer, weights are arguments), it runs as two generated
+        # plans per layer instead of ~35 eager ops.
+        many = dict(maxsize=1024, recompile_warning=1 << 20)
+        self._pre, self._post = compile(self._layer_pre, **many), compile(self._layer_post, **many)
 
     def _rms(self, x: Tensor) -> Tensor:
         """x / rms(x); the gain is folded into the next projection (or applied by the caller)."""
@@ -83,25 +88,35 @@ class LlamaModel:
         return (xp.asarray(np.cos(emb).astype(np.float32), device=self.device),
                 xp.asarray(np.sin(emb).astype(np.float32), device=self.device))
 
+    def _layer_pre(self, x: Tensor, w_qkv: Tensor, cos: Tensor, sin: Tensor) -> tuple:
+        """q, k (rotated) and v (tokens, heads, head_dim) of a layer's input rows."""
+        c = self.config
+        t, h, hkv, d = x.shape[0], c.n_heads, c.n_kv_heads, c.head_dim
+        qkv = xp.reshape(linear(self._rms(x), w_qkv), (t, h + 2 * hkv, d))
+        qk, v = qkv[:, :h + hkv], qkv[:, h + hkv:]
+        rot = xp.reshape(xp.matmul(xp.reshape(qk, (t * (h + hkv), d)), self._rot), (t, h + hkv, d))
+        qk = qk * cos + rot * sin
+        return qk[:, :h], qk[:, h:], v
+
+    def _layer_post(self, x: Tensor, a: Tensor, w_o: Tensor, w_gate_up: Tensor, w_down: Tensor) -> Tensor:
+        """The layer's output rows: the attention's projection and the SwiGLU MLP, residuals added."""
+        f = self.config.intermediate_size
+        x = x + linear(a, w_o)
+        gu = linear(self._rms(x), w_gate_up)
+        g, u = gu[:, :f], gu[:, f:]
+        return x + linear(g * lax.logistic(g) * u, w_down)
+
     def forward(self, batch: StepBatch) -> Tensor:
         """Logits (rows asked for, vocab) of a varlen step: per sequence in order, its "last",
         "all" or no new positions. Writes the step's K/V into ``batch.cache`` when it has one."""
         c = self.config
         prep = prepare(c, batch, self.device)
-        t, h, hkv, d = len(prep.positions), c.n_heads, c.n_kv_heads, c.head_dim
         cos, sin = self._rope_tables(prep.positions)
         x = xp.take(self.embed, prep.ids, axis=0)
-        f = c.intermediate_size
         for i, lw in enumerate(self.layers):
-            qkv = xp.reshape(linear(self._rms(x), lw["qkv"]), (t, h + 2 * hkv, d))
-            qk, v = qkv[:, :h + hkv], qkv[:, h + hkv:]
-            rot = xp.reshape(xp.matmul(xp.reshape(qk, (t * (h + hkv), d)), self._rot), (t, h + hkv, d))
-            qk = qk * cos + rot * sin
-            a = attention(qk[:, :h], qk[:, h:], v, batch, i, prep.plan)
-            x = x + linear(a, lw["o"])
-            gu = linear(self._rms(x), lw["gate_up"])
-            g, u = gu[:, :f], gu[:, f:]
-            x = x + linear(g * lax.logistic(g) * u, lw["down"])
+            q, k, v = self._pre(x, lw["qkv"], cos, sin)
+            a = attention(q, k, v, batch, i, prep.plan)
+            x = self._post(x, a, lw["o"], lw["gate_up"], lw["down"])
         finish(batch, prep)
         if prep.logit_rows is None:
             return xp.zeros((0, c.vocab_size), dtype=xp.float32, device=self.device)
