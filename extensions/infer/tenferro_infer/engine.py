@@ -91,7 +91,6 @@ class Engine:
         self._pending: list[RequestOutput] = []  # outputs of aborted requests, for the next step
         self.stats = {"steps": 0, "generated_tokens": 0, "joules": 0.0, "seconds": 0.0,
                       "energy_source": "", "step_log": []}
-        self._by_size: dict[int, list[float]] = {}  # batch size -> [joules/token, seconds] (EMA)
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
@@ -185,6 +184,8 @@ class Engine:
     def step(self) -> list[RequestOutput]:
         """One scheduler step: the outputs of the requests that advanced or finished."""
         outs, self._pending = self._pending, []
+        if self.policy == "energy" and self._hold():
+            return outs
         plan = self.scheduler.schedule(self._draft if self.drafter is not None else None)
         if not plan:
             return outs
@@ -291,7 +292,7 @@ class Engine:
                              len(r.prompt_ids), len(r.output_ids), rate, r.preemptions)
 
     def _account(self, region: Any, seconds: float, tokens: int, batch: int) -> None:
-        """Engine totals, and the batch size `max_watts` / the energy policy allow next."""
+        """Engine totals, and the batch size `max_watts` allows next."""
         s = self.stats
         s["steps"] += 1
         s["joules"] += region.joules
@@ -306,22 +307,25 @@ class Engine:
             now = sch.limit()
             sch.batch_limit = (max(1, int(now * 0.75)) if watts > self.max_watts
                                else min(sch.max_batch, now + 1))
-        if self.policy == "energy" and tokens:
-            self._energy_policy(batch, region.joules / tokens, seconds)
+        s["step_seconds"] = seconds if not s.get("step_seconds") else 0.8 * s["step_seconds"] + 0.2 * seconds
 
-    def _energy_policy(self, batch: int, joules_per_token: float, seconds: float) -> None:
-        """Keep an average of joules per token and step time per batch size, and run the
-        batch size with the fewest joules per token whose step stays within the latency
-        target (sizes not yet seen are tried, largest first)."""
-        e = self._by_size.setdefault(batch, [joules_per_token, seconds])
-        e[0] += 0.2 * (joules_per_token - e[0])
-        e[1] += 0.2 * (seconds - e[1])
-        target = self.latency_target
-        ok = {b: v for b, v in self._by_size.items() if target is None or v[1] <= target}
+    def _hold(self) -> bool:
+        """The energy policy: wait (no step) while fewer requests than the batch limit are
+        ready and none would wait past the latency target (its last token, or its arrival,
+        plus `latency_target`, less one step's time). A step's energy is mostly reading the
+        weights, so fewer, fuller steps cost fewer joules per token."""
         sch = self.scheduler
-        if ok:
-            best = min(ok, key=lambda b: ok[b][0])
-            sch.batch_limit = best if len(ok) > 1 or best >= sch.max_batch else min(sch.max_batch, best * 2)
+        if len(sch.running) + len(sch.waiting) >= sch.limit():
+            return False
+        target = self.latency_target if self.latency_target is not None else 0.5
+        ages = [r.token_times[-1] if r.token_times else r.arrival for r in (*sch.running, *sch.waiting)]
+        if not ages:
+            return False
+        wait = min(ages) + target - self.stats.get("step_seconds", 0.0) - time.perf_counter()
+        if wait <= 0:
+            return False
+        time.sleep(min(wait, 0.005))  # bounded: new requests are looked at again soon
+        return True
 
     # ---- convenience --------------------------------------------------------------------
     def generate(self, prompts: str | Sequence[Any],

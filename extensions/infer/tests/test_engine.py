@@ -198,3 +198,15 @@ def test_bad_requests_are_refused_before_anything_changes() -> None:
     assert e.metrics()["waiting"] == 2
     with pytest.raises(RequestError, match="policy"):
         Engine.tiny(policy="lifo")
+
+
+def test_energy_policy_waits_for_a_fuller_batch_within_the_latency_target(reference) -> None:
+    """Under the energy policy a lone request waits (steps return nothing) until the latency
+    target; the outputs are the same as first-come-first-served, in fewer, fuller steps."""
+    e = Engine.tiny(policy="energy", latency_target=0.05)
+    ids = [e.add_request(PROMPTS[0], GREEDY)]
+    assert e.step() == [] and e.stats["steps"] == 0  # held: one request, target not reached
+    ids += [e.add_request(p, GREEDY) for p in PROMPTS[1:]]
+    final = drain(e, ids)
+    assert [final[i].output_ids for i in ids] == reference
+    assert e.stats["steps"] <= 11  # every step served all six requests

