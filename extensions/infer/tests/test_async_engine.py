@@ -124,6 +124,7 @@ def test_a_consumer_that_stops_aborts_its_request(ae: AsyncEngine) -> None:
 
     run(main())
     assert wait_until(lambda: idle(ae)), ae.metrics()
+    assert ae.metrics()["generated_tokens"] < 900  # aborted, not finished
 
 
 def test_a_cancelled_consumer_task_aborts_its_request(ae: AsyncEngine) -> None:
@@ -143,6 +144,7 @@ def test_a_cancelled_consumer_task_aborts_its_request(ae: AsyncEngine) -> None:
 
     run(main())
     assert wait_until(lambda: idle(ae)), ae.metrics()
+    assert ae.metrics()["generated_tokens"] < 900  # aborted, not finished
 
 
 def test_an_abandoned_loop_frees_the_request(ae: AsyncEngine) -> None:
@@ -152,6 +154,7 @@ def test_an_abandoned_loop_frees_the_request(ae: AsyncEngine) -> None:
 
     run(submit_and_leave())  # the loop closes with the request still running
     assert wait_until(lambda: idle(ae)), ae.metrics()
+    assert ae.metrics()["generated_tokens"] < 900  # aborted, not finished
 
 
 def test_explicit_abort_ends_the_stream_with_abort(ae: AsyncEngine) -> None:

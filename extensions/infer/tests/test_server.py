@@ -242,6 +242,7 @@ def test_concurrent_streams_each_get_their_own_answer(client: Any, base: str) ->
 
 def test_client_disconnect_mid_stream_frees_blocks(client: Any, aengine: AsyncEngine) -> None:
     req = {"prompt": "Tell me a long story", "max_tokens": 900, "stream": True, **GREEDY}
+    before = aengine.metrics()["generated_tokens"]
     with client.stream("POST", "/v1/completions", json=req) as r:
         got = 0
         for line in r.iter_lines():
@@ -251,6 +252,18 @@ def test_client_disconnect_mid_stream_frees_blocks(client: Any, aengine: AsyncEn
         assert not idle(aengine)  # still generating
     # the response is closed: the server sees the disconnect and aborts the request
     assert wait_until(lambda: idle(aengine), 10), aengine.metrics()
+    assert aengine.metrics()["generated_tokens"] - before < 900  # aborted, not finished
+
+
+def test_client_disconnect_before_a_plain_answer_frees_blocks(base: str,
+                                                             aengine: AsyncEngine) -> None:
+    req = {"prompt": "Tell me a long story", "max_tokens": 900, **GREEDY}
+    before = aengine.metrics()["generated_tokens"]
+    with httpx.Client(base_url=base, timeout=httpx.Timeout(TIMEOUT, read=0.3)) as c:
+        with pytest.raises(httpx.ReadTimeout):  # httpx drops the connection
+            c.post("/v1/completions", json=req)
+    assert wait_until(lambda: idle(aengine), 10), aengine.metrics()
+    assert aengine.metrics()["generated_tokens"] - before < 900  # aborted, not finished
 
 
 # ---------------------------------------------------------------------------- errors
