@@ -29,7 +29,8 @@ def test_third_party_backend_installs_passes_its_tests_and_is_listed(tmp_path):
                 str(target), str(EXAMPLE)], dict(os.environ), tmp_path)
     assert pip.returncode == 0, pip.stderr
     assert (target / "tenferro_mini" / "plugin.py").exists()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), *sys.path])}  # CI=true: ci profile
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), *sys.path]),
+           "HYPOTHESIS_PROFILE": "install-check"}  # the example's kit at full strength: its own CI
 
     out = _run(["-m", "pytest", "-q", "--rootdir", str(EXAMPLE), str(EXAMPLE / "tests")], env, tmp_path)
     assert out.returncode == 0, out.stdout[-5000:] + out.stderr

@@ -1,7 +1,8 @@
 """Hypothesis profiles shared by every tenferro test suite.
 
 `ci` (100 examples, derandomized) is sized for CI's 2 cores; `dev` is quicker;
-`thorough` is for hunting bugs. HYPOTHESIS_PROFILE picks one; CI=true means `ci`.
+`thorough` is for hunting bugs; `install-check` (10, derandomized) re-runs a suite to check
+an installation. HYPOTHESIS_PROFILE picks one; CI=true means `ci`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ def load_profiles() -> str:
     settings.register_profile("ci", max_examples=100, derandomize=True, **relaxed)
     settings.register_profile("dev", max_examples=15, **relaxed)
     settings.register_profile("thorough", max_examples=300, **relaxed)
+    # a suite run again inside another test to check an installation (the third-party backend
+    # example's kit): what it checks is that the installed package passes, not its numerics,
+    # which its own `ci` run covers
+    settings.register_profile("install-check", max_examples=10, derandomize=True, **relaxed)
     name = os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev")
     settings.load_profile(name)
     return name

@@ -38,11 +38,11 @@ SMALL_PRODUCT = 1 << 24
 """Products with fewer multiply-adds (m*n*k; ~16.8M, ~0.25 ms on one core) run on one BLAS
 thread: below that, handing half to another thread saves less than the hand-off can cost."""
 
-SMALL_OPERANDS = 1 << 22
-"""...unless their operands exceed 4 MiB: a matrix-vector product (a decode step's
-projection) is bound by memory, not multiply-adds, and streaming 4 MiB takes ~0.3 ms on one
-core of a small VM, where a second thread's share of the bandwidth pays for the hand-off.
-1x576 @ 576x1728 float32 (SmolLM2's q/k/v, 4 MiB) on 2 cores: 0.50 ms on one thread, 0.27 on two."""
+SMALL_OPERANDS = 1 << 20
+"""...unless their operands exceed 1 MiB: a matrix-vector product (a decode step's
+projection) is bound by memory, not multiply-adds, and a second thread's share of the
+bandwidth pays for the hand-off. SmolLM2's 121 weight products of one decode step (float32,
+2-core VM, idle): 37 ms on one thread, 21 ms on two; the step 46 -> ~43 ms."""
 
 IDLE_SPIN_LOG2 = 4
 """OpenBLAS's thread timeout (log2 of TSC cycles a worker spins before it sleeps; its

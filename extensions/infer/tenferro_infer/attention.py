@@ -44,6 +44,7 @@ from tenferro_core.avals import Aval
 from tenferro_core.errors import DTypeError, MissingKernelError, ShapeError
 from tenferro_core.extension import define_op
 from tenferro_runtime import array_api as xp
+from tenferro_runtime import compile
 from tenferro_runtime.tensor import Tensor
 
 # ---- the in-place write + gather op ----------------------------------------------------------
@@ -161,6 +162,8 @@ def plan_attention(n_new: Sequence[int], starts: Sequence[int], slots: Sequence[
     b, width = len(n), int(n.max())
     ctx = s + n
     context = int(ctx.max())
+    if slots is not None:  # paged: padded (masked) slots keep the shapes for CONTEXT_STEP tokens
+        context = -(-context // CONTEXT_STEP) * CONTEXT_STEP
     offsets = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64)
     j = np.arange(width)
     key = np.arange(context)
@@ -215,24 +218,38 @@ def _attend(q: Tensor, kc: Tensor, vc: Tensor, plan: AttentionPlan) -> Tensor:
     """softmax(q k^T / sqrt(d) + mask) v for padded K/V (batch, context, n_kv_heads, d)."""
     t, h, d = q.shape
     hkv = kc.shape[2]
-    g, b, w, c = h // hkv, plan.batch, plan.width, plan.context
     if h % hkv or kc.shape[3] != d:
         raise ShapeError(f"attention: {h} query heads of size {d} cannot share {hkv} KV heads of "
                          f"size {kc.shape[3]}; n_heads must be a multiple of n_kv_heads")
+    return _attend_compiled(q, kc, vc, plan.q_index, plan.out_index, plan.mask, plan.width)
+
+
+def _attend_arrays(q: Tensor, kc: Tensor, vc: Tensor, q_index: Tensor | None,
+                   out_index: Tensor | None, mask: Tensor | None, w: int) -> Tensor:
+    """`_attend` on the plan's arrays (sizes from their shapes): compiled once per shape."""
+    t, h, d = q.shape
+    b, c, hkv = kc.shape[0], kc.shape[1], kc.shape[2]
+    g = h // hkv
     qs = q * (1.0 / math.sqrt(d))
-    if plan.q_index is not None:
-        qs = xp.take(qs, plan.q_index, axis=0)
+    if q_index is not None:
+        qs = xp.take(qs, q_index, axis=0)
     qs = xp.reshape(xp.permute_dims(xp.reshape(qs, (b, w, hkv, g, d)), (0, 2, 3, 1, 4)),
                     (b, hkv, g * w, d))
     scores = xp.matmul(qs, xp.permute_dims(kc, (0, 2, 3, 1)))  # (b, hkv, g*w, c)
-    if plan.mask is not None:
-        scores = xp.where(plan.mask, xp.reshape(scores, (b, hkv, g, w, c)), -math.inf)
+    if mask is not None:
+        scores = xp.where(mask, xp.reshape(scores, (b, hkv, g, w, c)), -math.inf)
         scores = xp.reshape(scores, (b, hkv, g * w, c))
     e = xp.exp(scores - xp.max(scores, axis=-1, keepdims=True))
     p = e / xp.sum(e, axis=-1, keepdims=True)
     o = xp.matmul(p, xp.permute_dims(vc, (0, 2, 1, 3)))  # (b, hkv, g*w, d)
     o = xp.reshape(xp.permute_dims(xp.reshape(o, (b, hkv, g, w, d)), (0, 3, 1, 2, 4)), (b * w, h * d))
-    return o if plan.out_index is None else xp.take(o, plan.out_index, axis=0)
+    return o if out_index is None else xp.take(o, out_index, axis=0)
+
+
+# one plan per (shapes, padding) signature: the paged context is padded to CONTEXT_STEP
+# slots, so a decoding sequence compiles anew once per CONTEXT_STEP tokens
+_attend_compiled = compile(_attend_arrays, static_argnums=6, maxsize=4096, recompile_warning=1 << 20)
+CONTEXT_STEP = 32
 
 
 def reference_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
