@@ -15,7 +15,6 @@ from tenferro_infer.async_engine import AsyncEngine, EngineClosedError
 from tenferro_infer.engine import Engine
 from tenferro_infer.errors import QueueFullError, RequestError
 from tenferro_infer.sampling import SamplingParams
-from tenferro_infer.smollm2 import SmolLM2NotInstalledError
 
 TIMEOUT = 15.0
 GREEDY = SamplingParams(temperature=0, ignore_eos=True, max_tokens=8)
@@ -37,10 +36,7 @@ def wait_until(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
 
 
 def tiny(**kw: Any) -> Engine:
-    try:
-        return Engine.tiny(**kw)
-    except SmolLM2NotInstalledError as e:
-        pytest.skip(str(e))
+    return Engine.tiny(**kw)
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,6 @@ equals one full forward without a cache, on numpy:cpu and torch:cpu."""
 
 from __future__ import annotations
 
-import os
-import time
-
 import numpy as np
 import pytest
 
@@ -147,23 +144,3 @@ def test_smollm2_shaped_two_layers_runs(device):
     cache.extend(t, [5])
     step = m.forward(StepBatch([SeqStep([5], 19, t)], cache)).numpy()
     np.testing.assert_allclose(step, _full(m, toks + [5])[-1:], rtol=1e-3, atol=1e-3)
-
-
-@pytest.mark.skipif(not os.environ.get("TENFERRO_INFER_BENCH"),
-                    reason="timing only: set TENFERRO_INFER_BENCH=1 (30-layer model, ~1 min)")
-@pytest.mark.parametrize("device", DEVICES)
-def test_smollm2_shaped_decode_timing(device):
-    cfg = _smollm2(30)
-    m = build_model(cfg, random_weights(cfg, seed=0, scale=0.02), device)
-    cache = KVCache.from_budget(cfg, tokens=1024, block_size=16, device=device)
-    toks = list(range(1, 65))
-    t = cache.allocate(toks)
-    m.forward(StepBatch([SeqStep(toks, 0, t)], cache))
-    times = []
-    for i in range(24):
-        cache.extend(t, [7])
-        t0 = time.perf_counter()
-        m.forward(StepBatch([SeqStep([7], 64 + i, t)], cache)).numpy()
-        times.append(time.perf_counter() - t0)
-    print(f"\nSmolLM2-shaped 30 layers, batch 1 decode on {device}: median "
-          f"{np.median(times[4:]) * 1e3:.1f} ms/step, best {min(times) * 1e3:.1f} ms")

@@ -10,16 +10,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
-
-httpx = pytest.importorskip("httpx")
-uvicorn = pytest.importorskip("uvicorn")
-pytest.importorskip("starlette")
+import uvicorn
 
 from tenferro_infer.async_engine import AsyncEngine  # noqa: E402
 from tenferro_infer.engine import Engine  # noqa: E402
 from tenferro_infer.server import build_app  # noqa: E402
-from tenferro_infer.smollm2 import SmolLM2NotInstalledError  # noqa: E402
 
 TIMEOUT = 20.0  # seconds, for any one HTTP exchange
 
@@ -58,10 +55,7 @@ def wait_until(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
 
 @pytest.fixture(scope="module")
 def engine() -> Engine:
-    try:
-        return Engine.tiny(max_queue=8)
-    except SmolLM2NotInstalledError as e:
-        pytest.skip(str(e))
+    return Engine.tiny(max_queue=8)
 
 
 @pytest.fixture(scope="module")
