@@ -9,7 +9,7 @@ one `AttentionPlan` per step.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,15 +215,15 @@ def random_weights(config: ModelConfig, seed: int = 0, scale: float = 0.08) -> d
     return out
 
 
-def to_device(weights: dict[str, Any], device: Any) -> Callable[[str], Tensor]:
-    """A getter of float32 device tensors by name (NumPy arrays are shared, not copied)."""
-    def get(name: str) -> Tensor:
-        return xp.asarray(np.ascontiguousarray(weights[name], dtype=np.float32), device=device)
-    return get
+def device_tensor(a: Any, device: Any) -> Tensor:
+    """A float32 tensor of `a` on `device` (a contiguous float32 NumPy array is shared, not copied)."""
+    return xp.asarray(np.ascontiguousarray(a, dtype=np.float32), device=device)
+
+
 
 
 __all__ = ["LOGITS", "Prepared", "SeqStep", "StepBatch", "attention", "build_model", "check_weights",
-           "expected_shapes", "finish", "linear", "prepare", "random_weights", "to_device"]
+           "device_tensor", "expected_shapes", "finish", "linear", "prepare", "random_weights"]
 
 
 def build_model(config: ModelConfig, weights: dict[str, Any], device: Any = "numpy:cpu") -> Any:

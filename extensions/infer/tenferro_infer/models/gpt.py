@@ -8,15 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tenferro_nn import functional as F
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.tensor import Tensor
 
 from ..config import ModelConfig
 from ..errors import ModelFileError
-from .common import StepBatch, attention, check_weights, finish, linear, prepare
+from .common import StepBatch, attention, check_weights, device_tensor, finish, linear, prepare
 
 
 class GPTModel:
@@ -31,7 +29,7 @@ class GPTModel:
         self.config = config
 
         def dev(a: Any) -> Tensor:
-            return xp.asarray(np.ascontiguousarray(a, dtype=np.float32), device=device)
+            return device_tensor(a, device)
 
         self.wte = dev(weights["transformer.wte.weight"])
         self.device = self.wte.device

@@ -21,7 +21,7 @@ from tenferro_runtime.tensor import Tensor
 
 from ..config import ModelConfig
 from ..errors import ModelFileError
-from .common import StepBatch, attention, check_weights, finish, linear, prepare
+from .common import StepBatch, attention, check_weights, device_tensor, finish, linear, prepare
 
 
 def _rotate_half_matrix(d: int) -> np.ndarray:
@@ -46,7 +46,7 @@ class LlamaModel:
         self.config = config
 
         def dev(a: Any) -> Tensor:
-            return xp.asarray(np.ascontiguousarray(a, dtype=np.float32), device=device)
+            return device_tensor(a, device)
 
         self.embed = dev(weights["model.embed_tokens.weight"])
         self.device = self.embed.device
