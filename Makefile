@@ -37,7 +37,7 @@ lint: setup
 # and torch); the libraries' own variables hold them at one thread before a runtime exists.
 test: setup lint
 	TENFERRO_CHECK_KERNELS=1 TENFERRO_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
-		MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS)
+		MKL_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist worksteal
 
 $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
