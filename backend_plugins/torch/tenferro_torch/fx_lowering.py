@@ -67,6 +67,10 @@ def _bound(fn: Any, params: dict, name: str) -> Any:
         def kernel(*bufs: Any) -> Any:
             return fn(*bufs)
     kernel.__name__ = kernel.__qualname__ = f"tf_{name}".replace(".", "_")
+    # a code object of its own: dynamo keeps compiled frames (and counts recompiles) per code
+    # object, so closures sharing one would pile every node's guards onto it and hit the
+    # recompile limit (8) in a graph with many nodes, then run them uncompiled
+    kernel.__code__ = kernel.__code__.replace(co_name=kernel.__name__)
     return kernel
 
 

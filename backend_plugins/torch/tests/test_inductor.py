@@ -446,3 +446,18 @@ def test_an_output_check_catches_a_result_of_the_wrong_dtype(monkeypatch):
         c = inductor(lambda v: xp.cos(v) * 3.0)
         with pytest.raises(KernelError, match=r"float32\[2\].*promised float64\[2\]"):
             c(xp.asarray([0.0, 1.0], device=DEVICE))
+
+
+def test_each_lowered_kernel_has_its_own_code_object():
+    """Dynamo keeps compiled frames per code object: kernels sharing one piled every node's
+    guards onto it, hit the recompile limit (8) in the digits CNN's train step and ran
+    uncompiled from then on."""
+    from tenferro_torch.fx_lowering import _bound
+
+    def pick(x, axes):
+        return x[axes[0]]
+
+    a, b = _bound(lambda x: x, {}, "neg"), _bound(pick, {"axes": (0,)}, "reduce_sum")
+    c = _bound(pick, {"axes": (1,)}, "reduce_sum")
+    assert len({id(k.__code__) for k in (a, b, c)}) == 3
+    assert c.__code__.co_name == "tf_reduce_sum" and c((5, 6)) == 6 and b((5, 6)) == 5
