@@ -12,6 +12,7 @@
   Poisson arrivals, and both policies' latency (goal: >= 20% fewer joules at the same target).
 
     python bench/inference.py [--device numpy:cpu] [--rounds 3] [--skip-hf]
+    python bench/inference.py --random-weights --device torch:cuda:0   # a GPU without the file
 """
 
 from __future__ import annotations
@@ -44,6 +45,32 @@ def chat(q: str) -> list[dict]:
     return [{"role": "user", "content": q}]
 
 
+def random_setup(device: str, seed: int = 0) -> tuple:
+    """SmolLM2's shape with random weights (no model file: what a lent GPU machine, which takes
+    64 MiB per call, can run): transformers' LlamaForCausalLM initialized from a seed, and the
+    same weights for tenferro (Hugging Face names are tenferro-infer's)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tenferro_infer.smollm2 import smollm2_config
+
+    cfg = smollm2_config()
+    hf_cfg = LlamaConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
+                         intermediate_size=cfg.intermediate_size, num_hidden_layers=cfg.n_layers,
+                         num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
+                         max_position_embeddings=cfg.max_position, rms_norm_eps=cfg.norm_eps,
+                         rope_theta=cfg.rope_theta, tie_word_embeddings=True, bos_token_id=1,
+                         eos_token_id=2)
+    torch.manual_seed(seed)
+    hf = LlamaForCausalLM(hf_cfg).float().eval()
+    weights = {k: v.detach().cpu().numpy() for k, v in hf.state_dict().items()}
+    return cfg, weights, hf.to(_torch_device(device))
+
+
+def _torch_device(device: str) -> str:
+    return device.split(":", 1)[1] if device.startswith("torch:") else "cpu"
+
+
 def hf_model():
     import torch
     from transformers import AutoModelForCausalLM
@@ -66,7 +93,7 @@ def decode_rate(engines: dict, hf, ids: list[int], rounds: int, n: int = 64) -> 
             out = e.generate(ids, greedy)[0]
             best[name] = max(best.get(name, 0.0), len(out.output_ids) / (time.perf_counter() - t0))
         if hf is not None:
-            x = torch.tensor([ids])
+            x = torch.tensor([ids], device=hf.device)
             with torch.inference_mode():
                 t0 = time.perf_counter()
                 hf.generate(x, max_new_tokens=n, min_new_tokens=n, do_sample=False)
@@ -75,14 +102,14 @@ def decode_rate(engines: dict, hf, ids: list[int], rounds: int, n: int = 64) -> 
     return best
 
 
-def concurrency(e: Engine, n_tokens: int = 48) -> tuple[float, float]:
+def concurrency(e: Engine, prompts: list, is_chat: bool, n_tokens: int = 48) -> tuple[float, float]:
     """(tokens/s of 16 requests together, tokens/s of the same one after another)."""
     params = SamplingParams(temperature=0.0, max_tokens=n_tokens, ignore_eos=True)
     t0 = time.perf_counter()
-    outs = e.generate([chat(q) for q in QUESTIONS], params, chat=True)
+    outs = e.generate(prompts, params, chat=is_chat)
     together = sum(len(o.output_ids) for o in outs) / (time.perf_counter() - t0)
     t0 = time.perf_counter()
-    total = sum(len(e.generate(chat(q), params, chat=True)[0].output_ids) for q in QUESTIONS)
+    total = sum(len(e.generate(p, params, chat=is_chat)[0].output_ids) for p in prompts)
     return together, total / (time.perf_counter() - t0)
 
 
@@ -102,7 +129,8 @@ def speculative(device: str) -> dict:
             "tokens": len(res["plain"][1].output_ids)}
 
 
-def poisson(e: Engine, rate: float, n: int, seed: int = 0, max_tokens: int = 32) -> dict:
+def poisson(e: Engine, prompts: list, is_chat: bool, rate: float, n: int, seed: int = 0,
+            max_tokens: int = 32) -> dict:
     """Requests arriving as a Poisson process (`rate` per second): TTFT and inter-token
     latency percentiles, joules per generated token."""
     rng = np.random.default_rng(seed)
@@ -113,7 +141,7 @@ def poisson(e: Engine, rate: float, n: int, seed: int = 0, max_tokens: int = 32)
     while done < n:
         now = time.perf_counter() - start
         while nxt < n and arrivals[nxt] <= now:
-            rid = e.add_request(chat(QUESTIONS[nxt % len(QUESTIONS)]), params, chat=True)
+            rid = e.add_request(prompts[nxt % len(prompts)], params, chat=is_chat)
             arrive[rid] = start + arrivals[nxt]
             nxt += 1
         if not e.has_work():
@@ -142,35 +170,58 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=1.5, help="Poisson arrivals per second")
     ap.add_argument("--requests", type=int, default=24)
     ap.add_argument("--skip-hf", action="store_true")
+    ap.add_argument("--random-weights", action="store_true",
+                    help="SmolLM2's shape with seeded random weights, no model file or tokenizer "
+                         "(e.g. --device torch:cuda:0 on a machine the GGUF cannot reach)")
     args = ap.parse_args()
     import torch
 
     print(f"machine: {cpu_name()} ({os.cpu_count()} cores), python {platform.python_version()}, "
           f"numpy {np.__version__}, torch {torch.__version__}, {threads_setting()}")
-    hf = None if args.skip_hf else hf_model()
-    engines = {f"tenferro {d}": Engine.from_smollm2(d) for d in ("numpy:cpu", "torch:cpu")}
-    ids = engines["tenferro numpy:cpu"].tokenizer.encode(PROMPT)
+    if args.random_weights:
+        from tenferro_infer.models.common import build_model
+
+        cfg, weights, hf = random_setup(args.device)
+        hf = None if args.skip_hf else hf
+        devices = [args.device]
+        engines = {f"tenferro {d}": Engine(build_model(cfg, weights, d), None, model_name=cfg.name)
+                   for d in devices}
+        rng = np.random.default_rng(1)
+        prompts = [rng.integers(3, cfg.vocab_size, 24).tolist() for _ in QUESTIONS]
+        ids, is_chat = prompts[0], False
+        make = lambda **kw: Engine(build_model(cfg, weights, args.device), None, **kw)  # noqa: E731
+    else:
+        hf = None if args.skip_hf else hf_model()
+        devices = ["numpy:cpu", "torch:cpu"]
+        engines = {f"tenferro {d}": Engine.from_smollm2(d) for d in devices}
+        ids = engines["tenferro numpy:cpu"].tokenizer.encode(PROMPT)
+        prompts, is_chat = [chat(q) for q in QUESTIONS], True
+        make = lambda **kw: Engine.from_smollm2(args.device, **kw)  # noqa: E731
     rates = decode_rate(engines, hf, ids, args.rounds)
     ref = rates.get("transformers generate")
-    print("\ndecode, batch 1, 64 greedy tokens (best of rounds):")
+    what = ", random weights" if args.random_weights else ""
+    print(f"\ndecode, batch 1, 64 greedy tokens (best of rounds){what}:")
     for name, r in rates.items():
         print(f"  {name:<24}{r:7.1f} tokens/s" + (f"  {r / ref:5.2f}x transformers (goal >= 1.0)"
                                                    if ref and name != "transformers generate" else ""))
     e = engines[f"tenferro {args.device}"]
-    together, alone = concurrency(e)
+    together, alone = concurrency(e, prompts, is_chat)
     print(f"\n16 concurrent requests (48 tokens each): {together:.1f} tokens/s together, {alone:.1f} "
           f"one after another: {together / alone:.2f}x (goal >= 3)")
-    s = speculative(args.device)
-    print(f"\nprompt-lookup speculative decoding, repetitive prompt ({s['tokens']} tokens): "
-          f"{s['spec_tps']:.1f} vs {s['plain_tps']:.1f} tokens/s plain: "
-          f"{s['spec_tps'] / s['plain_tps']:.2f}x, "
-          f"acceptance {s['acceptance']:.2f}, same tokens: {s['same_tokens']}")
+    if args.random_weights:
+        print("\nprompt-lookup speculative decoding: not measured (random weights repeat nothing)")
+    else:
+        s = speculative(args.device)
+        print(f"\nprompt-lookup speculative decoding, repetitive prompt ({s['tokens']} tokens): "
+              f"{s['spec_tps']:.1f} vs {s['plain_tps']:.1f} tokens/s plain: "
+              f"{s['spec_tps'] / s['plain_tps']:.2f}x, "
+              f"acceptance {s['acceptance']:.2f}, same tokens: {s['same_tokens']}")
     print(f"\nPoisson arrivals, {args.rate}/s, {args.requests} requests of 32 tokens:")
     rows = {}
     for policy in ("fcfs", "energy"):
-        eng = Engine.from_smollm2(args.device, policy=policy, latency_target=0.5)
-        eng.generate(chat("Hi"), SamplingParams(temperature=0.0, max_tokens=4), chat=True)
-        rows[policy] = r = poisson(eng, args.rate, args.requests)
+        eng = make(policy=policy, latency_target=0.5)
+        eng.generate(prompts[0], SamplingParams(temperature=0.0, max_tokens=4), chat=is_chat)
+        rows[policy] = r = poisson(eng, prompts, is_chat, args.rate, args.requests)
         print(f"  {policy:<7} TTFT P50 {r['ttft_p50'] * 1e3:7.0f} ms  P99 {r['ttft_p99'] * 1e3:7.0f} ms  "
               f"ITL P50 {r['itl_p50'] * 1e3:6.0f} ms  P99 {r['itl_p99'] * 1e3:6.0f} ms  "
               f"{r['j_per_token'] * 1e3:7.2f} mJ/token ({eng.metrics()['energy_source']})")

@@ -62,7 +62,8 @@ class RequestOutput:
 
 
 class Engine:
-    """A model, its tokenizer and KV cache, and the scheduler that batches requests."""
+    """A model, its tokenizer (None: prompts and outputs are token ids only) and KV cache, and
+    the scheduler that batches requests."""
 
     def __init__(self, model: Any, tokenizer: Any, *, cache_tokens: int = 4096, block_size: int = 16,
                  max_batch: int = 16, max_queue: int = 64, token_budget: int = 256,
@@ -137,13 +138,20 @@ class Engine:
         rid = str(request_id) if request_id is not None else f"req-{next(self._ids)}"
         if rid in self._requests:
             raise RequestError(f"add_request: request id {rid!r} is already in the engine; pass a new id")
-        r = Request(rid, ids, params, RequestRNG.for_params(params), self.tokenizer.detokenizer())
+        if self.tokenizer is None and params.stop:
+            raise RequestError("add_request: stop strings need a tokenizer; this engine has none "
+                               "(pass stop_token_ids instead)")
+        detok = _NoText() if self.tokenizer is None else self.tokenizer.detokenizer()
+        r = Request(rid, ids, params, RequestRNG.for_params(params), detok)
         r.logprobs = [] if params.logprobs is not None else None
         self._requests[rid] = r
         self.scheduler.waiting.append(r)
         return rid
 
     def _prompt_ids(self, prompt: Any, chat: bool) -> list[int]:
+        if self.tokenizer is None and (chat or isinstance(prompt, str)):
+            raise RequestError("add_request: this engine has no tokenizer; pass the prompt as a "
+                               "list of token ids")
         if chat:
             if not isinstance(prompt, (list, tuple)) or not prompt or not all(
                     isinstance(m, dict) and isinstance(m.get("content"), str) and m.get("role")
@@ -371,6 +379,13 @@ class Engine:
                 "generated_tokens": s["generated_tokens"], "joules": s["joules"],
                 "energy_source": s["energy_source"], "steps": s["steps"],
                 "batch_limit": self.scheduler.limit()}
+
+
+class _NoText:
+    """The detokenizer of an engine without a tokenizer: outputs carry ids, no text."""
+
+    def push(self, token_id: int) -> str:
+        return ""
 
 
 @functools.cache

