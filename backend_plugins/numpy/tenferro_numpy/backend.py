@@ -21,27 +21,30 @@ _OPERATORS = {np.negative: operator.neg}  # -x: ~15 ns less than the ufunc call;
 # ufuncs the operator is ~25 ns slower (it first checks whether the other operand defers)
 
 
+def _gemm_calls(name: str, in_avals: tuple, params: dict) -> int:
+    """How many BLAS calls the kernel makes (one per batch entry or group)."""
+    if name == "dot_general":
+        lb = params["batch_dims"][0]
+        return max(1, math.prod(in_avals[0].shape[i] for i in lb))
+    return max(1, params.get("feature_group_count", 1))
+
+
 def _gemm_macs(name: str, in_avals: tuple, out_avals: tuple, params: dict) -> int:
-    """Multiply-adds of each BLAS call the kernel makes (one per batch entry or group)."""
+    """Multiply-adds of each BLAS call the kernel makes."""
     out = math.prod(out_avals[0].shape)
     lhs, rhs = in_avals[0].shape, in_avals[1].shape
     if name == "dot_general":
-        (lc, _), (lb, _) = params["contracting_dims"], params["batch_dims"]
-        return out * math.prod(lhs[i] for i in lc) // max(1, math.prod(lhs[i] for i in lb))
-    groups = max(1, params.get("feature_group_count", 1))
-    return out * math.prod(rhs[1:]) // groups
+        per = math.prod(lhs[i] for i in params["contracting_dims"][0])
+    else:
+        per = math.prod(rhs[1:])
+    return out * per // _gemm_calls(name, in_avals, params)
 
 
 def _gemm_bytes(name: str, in_avals: tuple, params: dict) -> int:
     """Bytes of the operands each BLAS call reads (a matrix-vector product of few
     multiply-adds still streams its whole matrix)."""
-    calls = 1
-    if name == "dot_general":
-        (_, _), (lb, _) = params["contracting_dims"], params["batch_dims"]
-        calls = max(1, math.prod(in_avals[0].shape[i] for i in lb))
-    else:
-        calls = max(1, params.get("feature_group_count", 1))
-    return sum(math.prod(a.shape) * a.dtype.itemsize for a in in_avals[:2]) // calls
+    return sum(math.prod(a.shape) * a.dtype.itemsize for a in in_avals[:2]) // _gemm_calls(
+        name, in_avals, params)
 
 
 class NumpyBackend:

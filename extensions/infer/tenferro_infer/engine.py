@@ -91,7 +91,7 @@ class Engine:
         self._requests: dict[str, Request] = {}
         self._pending: list[RequestOutput] = []  # outputs of aborted requests, for the next step
         self.stats = {"steps": 0, "generated_tokens": 0, "joules": 0.0, "seconds": 0.0,
-                      "energy_source": "", "step_log": []}
+                      "energy_source": "", "step_seconds": 0.0}
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
@@ -259,18 +259,14 @@ class Engine:
     def _append(self, r: Request, tok: int, info: LogprobInfo | None, now: float) -> None:
         """Add one generated token to r and finish r if it ends it."""
         p = r.params
-        r.first_token_at = r.first_token_at or now
-        r.token_times.append(now)
+        r.last_token_at = now
         self.stats["generated_tokens"] += 1
-        if (tok in self.eos and not p.ignore_eos) or tok in p.stop_token_ids:
-            r.output_ids.append(tok)
-            if r.logprobs is not None:
-                r.logprobs.append(info)
-            self._finish(r, "stop")
-            return
         r.output_ids.append(tok)
         if r.logprobs is not None:
             r.logprobs.append(info)
+        if (tok in self.eos and not p.ignore_eos) or tok in p.stop_token_ids:
+            self._finish(r, "stop")  # the stop token's text is not part of the output
+            return
         r.text += r.detok.push(tok)
         if p.stop:
             hits = [i for i in (r.text.find(s, max(0, r.sent_text - len(s))) for s in p.stop) if i >= 0]
@@ -306,16 +302,13 @@ class Engine:
         s["joules"] += region.joules
         s["seconds"] += seconds
         s["energy_source"] = region.sources
-        log = s["step_log"]
-        log.append((batch, tokens, seconds, region.joules))
-        del log[:-256]
         sch = self.scheduler
         if self.max_watts is not None and seconds > 0:
             watts = region.joules / seconds
             now = sch.limit()
             sch.batch_limit = (max(1, int(now * 0.75)) if watts > self.max_watts
                                else min(sch.max_batch, now + 1))
-        s["step_seconds"] = seconds if not s.get("step_seconds") else 0.8 * s["step_seconds"] + 0.2 * seconds
+        s["step_seconds"] = seconds if s["steps"] == 1 else 0.8 * s["step_seconds"] + 0.2 * seconds
 
     def _hold(self) -> bool:
         """The energy policy: wait (no step) while fewer requests than the batch limit are
@@ -326,10 +319,10 @@ class Engine:
         if len(sch.running) + len(sch.waiting) >= sch.limit():
             return False
         target = self.latency_target if self.latency_target is not None else 0.5
-        ages = [r.token_times[-1] if r.token_times else r.arrival for r in (*sch.running, *sch.waiting)]
+        ages = [r.last_token_at or r.arrival for r in (*sch.running, *sch.waiting)]
         if not ages:
             return False
-        wait = min(ages) + target - self.stats.get("step_seconds", 0.0) - time.perf_counter()
+        wait = min(ages) + target - self.stats["step_seconds"] - time.perf_counter()
         if wait <= 0:
             return False
         time.sleep(min(wait, 0.005))  # bounded: new requests are looked at again soon
@@ -346,11 +339,7 @@ class Engine:
         prompts = [prompts] if single else list(prompts)
         plist = params if isinstance(params, (list, tuple)) else [params] * len(prompts)
         ids = [self.add_request(p, sp, chat=chat) for p, sp in zip(prompts, plist)]
-        final: dict[str, RequestOutput] = {}
-        while len(final) < len(ids):
-            for o in self.step():
-                if o.finished:
-                    final[o.request_id] = o
+        final = drain(self, ids)
         return [final[i] for i in ids]
 
     def stream(self, prompt: Any, params: SamplingParams | None = None,

@@ -46,8 +46,7 @@ class Request:
     text: str = ""
     sent_ids: int = 0  # output ids already reported
     sent_text: int = 0  # characters of text already reported
-    first_token_at: float | None = None
-    token_times: list[float] = field(default_factory=list)
+    last_token_at: float | None = None  # when its latest token came (the energy policy's clock)
     preemptions: int = 0
     draft: list[int] = field(default_factory=list)  # this step's draft tokens
     draft_probs: Any = None
