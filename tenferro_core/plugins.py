@@ -58,6 +58,7 @@ class Registration:
     meters: list[tuple[str, Any]] = field(default_factory=list)
     executors: list[tuple[str, Callable[..., Any], tuple[str, ...]]] = field(default_factory=list)
     namespaces: list[tuple[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def _bad(self, msg: str) -> PluginError:
         return PluginError(f"plugin {self.source!r}: {msg}")
@@ -171,6 +172,12 @@ class Registration:
             raise self._bad(f"namespace name must be an identifier, got {name!r}")
         self.namespaces.append((name, module))
 
+    def add_note(self, text: str) -> None:
+        """A line for `python -m tenferro_runtime plugins` (something the plugin skipped, and why)."""
+        if not isinstance(text, str) or not text.strip():
+            raise self._bad(f"add_note expects a non-empty string, got {text!r}")
+        self.notes.append(text.strip())
+
     def summary(self) -> list[str]:
         out = [f"backend {b.name} (priority {p}, {len(b.kernels())} kernels)" for b, p in self.backends]
         out += [f"op {op.name}" for op in self.ops]
@@ -184,6 +191,7 @@ class Registration:
         out += [f"pass {n} (position {p:g})" for n, _, p in self.passes]
         out += [f"meter {n}" for n, _ in self.meters]
         out += [f"executor {n}" for n, _, _ in self.executors]
+        out += [f"note: {n}" for n in self.notes]
         return out
 
 

@@ -58,8 +58,15 @@ class Device(str):
 
     def kernel_for(self, prim: Primitive, avals: tuple, out_avals: tuple, params: dict) -> Any:
         """This device's kernel for one call signature (the backend's `specialize` applied to
-        its registered one), or None where the op has none here (its decomposition runs)."""
+        its registered one), or None where the op has none here (its decomposition runs). A
+        registered kernel with a ``choose_kernel(device, avals, out_avals, params)`` attribute
+        picks the kernel for the signature (None: the next kernel by priority runs); dispatch
+        memoizes the choice, so it costs nothing per call."""
         fn = self.kernels.get(prim)
+        choose = getattr(fn, "choose_kernel", None)
+        if choose is not None:  # a kernel that picks per signature, here, once (tenferro-forge's)
+            fn = choose(self, avals, out_avals, params) or self.runtime.kernel_below(
+                self.backend.name, prim.name, fn)
         if fn is None or self.specialize is None:
             return fn
         if self.specialize_params:
@@ -197,6 +204,8 @@ class Runtime:
         # (kind, name) -> who registered it, for every kind in _UNIQUE (duplicates name both)
         self._sources: dict[tuple[str, Any], str] = {("op", n): "tenferro_core" for n in self.ops}
         self.kernels: dict[tuple[str, str], tuple[Any, int, str]] = {}
+        # every registered (fn, priority, source) per key, winners and losers (`kernel_below`)
+        self.all_kernels: dict[tuple[str, str], list[tuple[Any, int, str]]] = {}
         self.rules: dict[tuple[str, str], Any] = {}
         self.passes: dict[str, tuple[Any, float, str]] = {}  # name -> (fn, position, source)
         self.meters: dict[str, Any] = {}
@@ -307,6 +316,8 @@ class Runtime:
         for op in reg.ops:
             self.ops[op.name] = op
         self.kernels.update(staged)
+        for backend, name, fn, prio in kernels:
+            self.all_kernels.setdefault((backend, name), []).append((fn, prio, src))
         for kind, name, fn in reg.rules:
             self.rules[(kind, name)] = fn
         self._sources.update(staged_sources)
@@ -448,6 +459,12 @@ class Runtime:
                 out.append(f"{who} is installed but disabled by TENFERRO_DISABLE_PLUGINS; remove "
                            f"{r.name!r} from TENFERRO_DISABLE_PLUGINS to enable it")
         return out
+
+    def kernel_below(self, backend: str, name: str, fn: Any) -> Any:
+        """The highest-priority kernel registered for op `name` on `backend` other than `fn`
+        (what a kernel with ``choose_kernel`` falls back to for a signature it declines)."""
+        rest = [e for e in self.all_kernels.get((backend, name), ()) if e[0] is not fn]
+        return max(rest, key=lambda e: e[1])[0] if rest else None
 
     def rule(self, kind: str, op: Primitive) -> Any:
         return self.rules.get((kind, op.name))
