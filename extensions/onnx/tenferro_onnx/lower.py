@@ -1,0 +1,91 @@
+"""Lowering a tenferro Graph into a Builder: the rule table, the walk over nodes, and the
+"cannot export" table (primitive -> why)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._builder import Builder, np_dtype
+from .errors import ExportError
+
+CANNOT_EXPORT: dict[str, str] = {
+    "tenferro_ad.custom_vjp_lin.v1": "a linearized custom_vjp exists only inside reverse-mode AD; export "
+                                     "the function itself, not its gradient's internals",
+    "tenferro_ad.checkpoint_lin.v1": "a linearized checkpoint exists only inside reverse-mode AD",
+    "tenferro_linalg.cholesky.v1": "ONNX has no Cholesky decomposition",
+    "tenferro_linalg.eigh.v1": "ONNX has no eigendecomposition",
+    "tenferro_linalg.eigvalsh.v1": "ONNX has no eigendecomposition",
+    "tenferro_linalg.eig.v1": "ONNX has no eigendecomposition",
+    "tenferro_linalg.eigvals.v1": "ONNX has no eigendecomposition",
+    "tenferro_linalg.svd.v1": "ONNX has no singular value decomposition",
+    "tenferro_linalg.svdvals.v1": "ONNX has no singular value decomposition",
+    "tenferro_linalg.qr.v1": "ONNX has no QR decomposition",
+    "tenferro_linalg.lu_factor.v1": "ONNX has no LU decomposition",
+    "tenferro_linalg.lu_pivots_to_permutation.v1": "ONNX has no LU decomposition",
+    "tenferro_linalg.lu_solve.v1": "ONNX has no LU decomposition or triangular solve",
+    "tenferro_linalg.solve_triangular.v1": "ONNX has no triangular solve",
+    "tenferro_linalg.expm.v1": "ONNX has no matrix exponential",
+    "tenferro_linalg.expm_frechet.v1": "ONNX has no matrix exponential",
+    "tenferro_linalg.solve.v1": "ONNX has no linear solve",
+    "tenferro_linalg.inv.v1": "ONNX has no matrix inverse",
+    "tenferro_linalg.adjugate.v1": "ONNX has no matrix inverse or decomposition",
+    "tenferro_linalg.slogdet.v1": "ONNX has Det but no sign/log-determinant pair",
+    "tenferro_linalg.pinv.v1": "ONNX has no singular value decomposition",
+    "tenferro_linalg.lstsq.v1": "ONNX has no least-squares solver",
+}
+"""Registered ops that export raises `ExportError` for, with the reason (documented in
+docs/onnx.md; the coverage test checks each raises)."""
+
+
+def rules() -> dict[str, Any]:
+    from .rules_array import RULES as ARRAY
+    from .rules_elementwise import RULES as ELEMENTWISE
+    from .rules_graph import RULES as GRAPH
+
+    return {**ELEMENTWISE, **ARRAY, **GRAPH}
+
+
+_RULES: dict[str, Any] = {}
+
+
+def rule_for(name: str) -> Any:
+    if not _RULES:
+        _RULES.update(rules())
+    return _RULES.get(name)
+
+
+def lower_graph(b: Builder, graph: Any, env: dict) -> list[str]:
+    """Lower `graph`'s nodes into `b`; `env` maps its input Vars to ONNX names (constants are
+    added as initializers). The names of its outputs."""
+    for v, c in graph.consts.items():
+        if v not in env:
+            env[v] = b.const(np.asarray(c).astype(np_dtype(v.aval.dtype), copy=False), hint="const")
+    for node in graph.nodes:
+        lower_node(b, node, env)
+    outs = []
+    for v in graph.outputs:
+        if v in env:
+            outs.append(env[v])
+        else:  # a literal output
+            outs.append(b.const(np.asarray(v), hint="const"))
+    return outs
+
+
+def lower_node(b: Builder, node: Any, env: dict) -> None:
+    name = node.prim.name
+    b.site, b.prim = node.site, name
+    fn = rule_for(name)
+    if fn is None:
+        why = CANNOT_EXPORT.get(name, "no ONNX lowering rule is registered for it")
+        raise ExportError(f"{name} (at {node.site}) cannot be exported to ONNX (opset {b.opset}): {why}")
+    outs = fn(b, node, [env[v] for v in node.inputs])
+    if isinstance(outs, str):
+        outs = [outs]
+    if len(outs) != len(node.outputs):
+        raise AssertionError(f"ONNX rule for {name} gave {len(outs)} outputs for {len(node.outputs)}")
+    env.update(zip(node.outputs, outs))
+
+
+__all__ = ["CANNOT_EXPORT", "lower_graph", "lower_node", "rule_for", "rules"]
