@@ -1,0 +1,315 @@
+"""The child side of verify and bench (``python -m tenferro_forge.harness MODE``), run only
+by `sandbox.run_child`. It reads its arguments and a nonce from stdin before anything of
+the candidate exists, makes inputs, then imports the candidate from its file, and prints one
+``<nonce> <json>`` line. The candidate never runs in Forge's own process."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import ops
+
+POISON = {2: 0x7DA5, 4: 0x7FA5A5A5, 8: 0x7FF5A5A5A5A5A5A5}
+"""A NaN with a payload per item size, written into free memory before each candidate call:
+an output still holding it was never written (uninitialized or stale memory)."""
+UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+MAX_FINDINGS = 12
+
+
+def load_kernel(directory: str) -> Any:
+    """The candidate's `kernel`, imported from its file (never from sys.path)."""
+    path = Path(directory) / "kernel.py"
+    spec = importlib.util.spec_from_file_location("forge_candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, "kernel", None)
+    if not callable(fn):
+        raise TypeError("kernel.py defines no callable `kernel`")
+    return fn
+
+
+def poison(nbytes: int, itemsize: int) -> None:
+    """Fill freed heap memory of about `nbytes` with the poison pattern (the child runs with
+    glibc's mmap threshold raised, so freed blocks are handed out again by the next malloc)."""
+    n = max(1, nbytes // itemsize + 1)
+    blocks = [np.full(n + k, POISON[itemsize], dtype=UINT[itemsize]) for k in (0, 0, 16, 64)]
+    del blocks
+
+
+class Verifier:
+    """Runs the candidate over every case and collects findings (check, reason)."""
+
+    def __init__(self, task: dict, kernel: Any):
+        self.task, self.kernel = task, kernel
+        self.op, self.dtype, self.params = task["op"], task["dtype"], task["params"]
+        self.findings: list[dict] = []
+        self.kept: list[tuple[np.ndarray, np.ndarray]] = []  # earlier outputs and their copies
+        self.calls = 0
+
+    def find(self, check: str, reason: str) -> None:
+        if len(self.findings) < MAX_FINDINGS and not any(
+                f["check"] == check and f["reason"] == reason for f in self.findings):
+            self.findings.append({"check": check, "reason": reason})
+
+    def call(self, label: str, arrays: list[np.ndarray]) -> tuple[Any, np.ndarray | None]:
+        """Run the candidate on `arrays`; (output or None, float64 reference)."""
+        shape = arrays[0].shape
+        _, canon, outs = ops.signature(self.op, self.dtype, shape, self.params)
+        pristine = [a.copy() for a in arrays]
+        ref = ops.reference(self.op, arrays, self.params)
+        itemsize = np.dtype(self.dtype).itemsize
+        poison(int(np.prod(outs[0].shape)) * itemsize, itemsize)
+        self.calls += 1
+        try:
+            out = self.kernel(*arrays, **canon)
+        except RecursionError:
+            self.find("error", f"{label}: RecursionError (unbounded recursion)")
+            return None, ref
+        except MemoryError:
+            self.find("memory", f"{label}: MemoryError: the candidate exceeded the memory cap")
+            return None, ref
+        except BaseException as exc:  # noqa: BLE001  (SystemExit, KeyboardInterrupt: rejected, not fatal)
+            self.find("error", f"{label}: raised {type(exc).__name__}: {str(exc)[:200]}")
+            return None, ref
+        for a, p in zip(arrays, pristine):
+            if not (np.array_equal(a, p, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(p))):
+                self.find("input_mutation", f"{label}: the candidate changed its input")
+        if type(out) is not np.ndarray:
+            self.find("lazy_output", f"{label}: returned {type(out).__module__}.{type(out).__name__}, "
+                                     f"not a numpy.ndarray (a subclass, lazy or deferred object)")
+            return None, ref
+        want = outs[0]
+        if out.shape != want.shape or out.dtype != np.dtype(self.dtype):
+            self.find("contract", f"{label}: returned {out.dtype}{list(out.shape)}, the abstract eval "
+                                  f"says {want.dtype}{list(want.shape)}")
+            return None, ref
+        if out.size and np.any(np.ascontiguousarray(out).view(UINT[itemsize]) == POISON[itemsize]):
+            self.find("stale_memory", f"{label}: the output holds the poison Forge wrote into free "
+                                      f"memory before the call: uninitialized or stale output memory")
+        for a in arrays:
+            if np.shares_memory(out, a):
+                self.find("fresh_output", f"{label}: the output aliases an input")
+        if np.shares_memory(out, ref):
+            self.find("fresh_output", f"{label}: the output is the reference's buffer")
+        for old, _ in self.kept:
+            if old is out or np.shares_memory(old, out):
+                self.find("stale_memory", f"{label}: the output reuses the buffer of an earlier "
+                                          f"call's result (stale output memory)")
+                break
+        self.kept.append((out, out.copy()))
+        why = ops.mismatch(self.op, self.dtype, arrays, self.params, out, ref)
+        if why:
+            self.find("correctness", f"{label}: {why}")
+        return out, ref
+
+    def run(self, seeds: list[int]) -> None:
+        op, dtype, params = self.op, self.dtype, self.params
+        nin = self.task["nin"]
+        shapes = [tuple(s) for s in self.task["shapes"]]
+        draw = ops.draw
+        for shape in shapes:
+            for dist in ops.DISTRIBUTIONS:
+                for seed in seeds:
+                    self.call(f"{dist} seed {seed} shape {shape}",
+                              [draw(op, dtype, shape, dist, seed * 7 + i) for i in range(nin)])
+        for shape in ops.edge_shapes(op, dtype, shapes, params):
+            self.call(f"edge shape {shape}", [draw(op, dtype, shape, "normal", 11 + i) for i in range(nin)])
+        for shape in shapes:
+            if shape:
+                wide = shape[:-1] + (2 * shape[-1],)
+                self.call(f"non-contiguous (strided) shape {shape}",
+                          [draw(op, dtype, wide, "normal", 21 + i)[..., ::2] for i in range(nin)])
+                self.call(f"non-contiguous (transposed) shape {shape}",
+                          [draw(op, dtype, shape[::-1], "normal", 23 + i).T for i in range(nin)])
+                row = [draw(op, dtype, shape[-1:], "normal", 25 + i) for i in range(nin)]
+                self.call(f"stride-0 (broadcast) shape {shape}", [np.broadcast_to(r, shape) for r in row])
+            self.specials(shape, nin)
+            self.caching(shape, nin)
+        for old, copy in self.kept:
+            if not np.array_equal(old, copy, equal_nan=True):
+                self.find("stale_memory", "an earlier result changed after later calls: the candidate "
+                                          "writes into buffers it returned (stale output memory)")
+                break
+
+    def specials(self, shape: tuple, nin: int) -> None:
+        sp = ops.specials(self.dtype)
+        rng = np.random.default_rng(31)
+        for k in range(2):
+            arrays = [ops.draw(self.op, self.dtype, shape, "normal", 33 + 2 * k + i) for i in range(nin)]
+            for a in arrays:
+                if a.size:
+                    flat = a.reshape(-1)
+                    pick = rng.choice(a.size, size=min(a.size, 3 * len(sp)), replace=False)
+                    flat[pick] = np.resize(np.roll(sp, k), len(pick))
+            self.call(f"IEEE specials #{k} shape {shape}", arrays)
+
+    def caching(self, shape: tuple, nin: int) -> None:
+        """Same object changed in place (identity caching), then a fresh copy differing in one
+        element (content caching): a result equal to an earlier one where the reference moved
+        is a cache."""
+        if not int(np.prod(shape)):
+            return
+        a = [ops.draw(self.op, self.dtype, shape, "normal", 41 + i) for i in range(nin)]
+        first, _ = self.call(f"cache probe shape {shape}", a)
+        idx = tuple(int(s) // 2 for s in shape)
+        sign = -1.0 if self.op == "reduce_min" else 1.0
+        for arr in a:
+            arr[idx] = ops.domain(self.op, np.array(50.0 * sign)).astype(self.dtype)
+        for check, arrays in (("identity_cache", a), ("content_cache", None)):
+            if arrays is None:
+                arrays = [x.copy() for x in a]
+                last = tuple(int(s) - 1 for s in shape)
+                for arr in arrays:
+                    arr[last] = ops.domain(self.op, np.array(90.0 * sign)).astype(self.dtype)
+            before = len(self.findings)
+            out, ref = self.call(f"{check.replace('_', ' ')} probe shape {shape}", arrays)
+            if out is None or first is None or len(self.findings) == before:
+                first = out if out is not None else first
+                continue
+            if np.array_equal(out, first, equal_nan=True) or _close_to_old(out, self.kept[:-1]):
+                how = "the same input object changed in place" if check == "identity_cache" else \
+                    "a fresh input differing from an earlier one in one element"
+                self.find(check, f"shape {shape}: for {how} it returned an earlier call's result: "
+                                 f"caching by {'identity' if check == 'identity_cache' else 'content'}")
+            first = out
+
+
+def _close_to_old(out: np.ndarray, kept: list) -> bool:
+    return any(c.shape == out.shape and np.array_equal(c, out, equal_nan=True) for _, c in kept)
+
+
+def verify(args: dict) -> dict:
+    task = args["task"]
+    try:
+        kernel = load_kernel(args["dir"])
+    except BaseException as exc:  # noqa: BLE001
+        return {"ok": False, "findings": [{"check": "import", "reason": f"importing kernel.py raised "
+                                           f"{type(exc).__name__}: {str(exc)[:300]}"}]}
+    v = Verifier(task, kernel)
+    v.run(args.get("seeds", [0, 1]))
+    return {"ok": not v.findings, "findings": v.findings, "calls": v.calls}
+
+
+# ---- bench -----------------------------------------------------------------------------------
+
+def bandwidth() -> float:
+    """The machine's best streaming copy rate in bytes per second (read + write), over working
+    sets from cache-resident to DRAM: the roofline's memory bound."""
+    best = 0.0
+    for n in (1 << 15, 1 << 18, 1 << 21, 1 << 23):
+        src, dst = np.ones(n, np.float32), np.empty(n, np.float32)
+        np.copyto(dst, src)
+        for _ in range(5):
+            t0 = time.perf_counter()
+            np.copyto(dst, src)
+            dt = time.perf_counter() - t0
+            best = max(best, 2 * src.nbytes / max(dt, 1e-9))
+    return best
+
+
+def bench(args: dict) -> dict:
+    from tenferro_core.avals import Aval
+    from tenferro_core.catalog import BY_NAME
+    from tenferro_runtime.eager import dispatch
+    from tenferro_runtime.kernels import plain
+    from tenferro_runtime.runtime import Runtime
+
+    task = args["task"]
+    op, dtype, params, nin = task["op"], task["dtype"], task["params"], task["nin"]
+    calls, warmup, sets = int(args.get("calls", 30)), int(args.get("warmup", 3)), 3
+    rt = Runtime.from_entry_points(check_kernels=False)
+    dev = rt.device(task["device"])
+    prim = BY_NAME[op]
+    bw = float(args.get("bandwidth") or bandwidth())
+    shapes = [tuple(s) for s in task["shapes"]]
+    prepared = []
+    for shape in shapes:
+        avals, canon, outs = ops.signature(op, dtype, shape, params)
+        entry = dispatch(prim, tuple(Aval(a.shape, a.dtype, dev) for a in avals), canon, dev)
+        inputs = [[ops.draw(op, dtype, shape, "normal", 100 * s + i) for i in range(nin)] for s in range(sets)]
+        prepared.append((shape, canon, outs, plain(entry[0]), inputs))
+    try:  # imported only now: the inputs and the timer exist before any candidate code runs
+        kernel = load_kernel(args["dir"])
+    except BaseException as exc:  # noqa: BLE001
+        return {"ok": False, "findings": [{"check": "import", "reason": f"importing kernel.py raised "
+                                           f"{type(exc).__name__}: {str(exc)[:300]}"}]}
+    rng = np.random.default_rng(0)
+    findings, results = [], []
+    clock = time.perf_counter_ns
+    for shape, canon, outs, base, inputs in prepared:
+        times: dict[str, list[int]] = {"base": [], "cand": []}
+        last: dict[int, Any] = {}
+        try:
+            for i in range(warmup + calls):
+                args_i = inputs[i % sets]
+                pair = (("base", base), ("cand", kernel)) if i % 2 == 0 else (("cand", kernel), ("base", base))
+                for name, fn in pair:
+                    t0 = clock()
+                    out = fn(*args_i, **canon)
+                    t1 = clock()
+                    if i >= warmup:
+                        times[name].append(t1 - t0)
+                    if name == "cand":
+                        last[i % sets] = out
+        except BaseException as exc:  # noqa: BLE001
+            findings.append({"check": "error", "reason": f"shape {shape}: raised {type(exc).__name__}: {exc}"})
+            continue
+        for s, out in last.items():
+            if type(out) is not np.ndarray:
+                findings.append({"check": "lazy_output", "reason": f"shape {shape}: timed calls returned "
+                                 f"{type(out).__name__}, not a numpy.ndarray"})
+                break
+            why = ops.mismatch(op, dtype, inputs[s], params, out, ops.reference(op, inputs[s], params))
+            if why:
+                findings.append({"check": "correctness", "reason": f"shape {shape}, timed calls: {why}"})
+                break
+        b, c = np.array(times["base"], float), np.array(times["cand"], float)
+        stats = _stats(b, c, rng)
+        nbytes = sum(a.nbytes for a in inputs[0]) + int(np.prod(outs[0].shape)) * np.dtype(dtype).itemsize
+        floor_ns = nbytes / (bw * 2.0) * 1e9  # slack 2: read-only streams beat the copy rate
+        stats.update(shape=list(shape), bytes=nbytes, roofline_floor_ns=floor_ns, calls=len(c))
+        if stats["cand_median_ns"] < floor_ns:
+            findings.append({"check": "roofline", "reason": (
+                f"shape {shape}: median {stats['cand_median_ns'] / 1e3:.2f} us is below the "
+                f"{floor_ns / 1e3:.2f} us the machine's memory bandwidth ({bw / 1e9:.1f} GB/s) allows for "
+                f"moving {nbytes} bytes: too fast to be true (work skipped or cached)")})
+        results.append(stats)
+    gate = bool(results) and len(results) == len(shapes) and all(r["ci_low"] >= GATE for r in results)
+    return {"ok": not findings, "findings": findings, "shapes": results, "gate": GATE,
+            "gate_passed": gate and not findings, "bandwidth": bw}
+
+
+GATE = 1.10
+BOOTSTRAP = 2000
+
+
+def _stats(b: np.ndarray, c: np.ndarray, rng: Any) -> dict:
+    q = lambda x, p: float(np.percentile(x, p))  # noqa: E731
+    boot_b = np.median(b[rng.integers(0, len(b), (BOOTSTRAP, len(b)))], axis=1)
+    boot_c = np.median(c[rng.integers(0, len(c), (BOOTSTRAP, len(c)))], axis=1)
+    ratio = boot_b / boot_c
+    return {"base_median_ns": q(b, 50), "base_iqr_ns": q(b, 75) - q(b, 25),
+            "cand_median_ns": q(c, 50), "cand_iqr_ns": q(c, 75) - q(c, 25),
+            "speedup": q(b, 50) / q(c, 50), "ci_low": q(ratio, 2.5), "ci_high": q(ratio, 97.5)}
+
+
+MODES = {"verify": verify, "bench": bench}
+
+
+def main() -> None:
+    request = json.loads(sys.stdin.readline())
+    nonce = request.pop("nonce")
+    result = MODES[sys.argv[1]](request)
+    sys.stdout.write(f"\n{nonce} {json.dumps(result)}\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
