@@ -86,6 +86,10 @@ class Verifier:
         for a, p in zip(arrays, pristine):
             if not (np.array_equal(a, p, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(p))):
                 self.find("input_mutation", f"{label}: the candidate changed its input")
+        if isinstance(out, np.generic):
+            self.find("contract", f"{label}: returned a NumPy scalar ({type(out).__name__}), not a 0-d "
+                                  f"numpy.ndarray (call ufuncs with out=... or wrap with np.asarray)")
+            return None, ref
         if type(out) is not np.ndarray:
             self.find("lazy_output", f"{label}: returned {type(out).__module__}.{type(out).__name__}, "
                                      f"not a numpy.ndarray (a subclass, lazy or deferred object)")
