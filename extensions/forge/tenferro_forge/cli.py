@@ -17,8 +17,9 @@ def _params(text: str) -> dict:
     try:
         value = json.loads(text)
     except ValueError as exc:
-        raise ForgeArgumentError(f"--params takes a JSON object such as '{{\"axes\": [1]}}', got "
-                                 f"{text!r} ({exc})") from exc
+        raise ForgeArgumentError(
+            f"--params takes a JSON object such as '{{\"axes\": [1]}}', got {text!r} ({exc})"
+        ) from exc
     if not isinstance(value, dict):
         raise ForgeArgumentError(f"--params takes a JSON object, got {text!r}")
     return value
@@ -33,10 +34,12 @@ def _print_report(report, as_json: bool) -> int:
         line = f" (line {f['line']})" if f.get("line") else ""
         print(f"  - [{f['check']}]{line} {f['reason']}")
     for s in report.details.get("shapes", []) or []:
-        print(f"  shape {tuple(s['shape'])}: baseline {s['base_median_ns'] / 1e3:.1f} us "
-              f"(IQR {s['base_iqr_ns'] / 1e3:.1f}), candidate {s['cand_median_ns'] / 1e3:.1f} us "
-              f"(IQR {s['cand_iqr_ns'] / 1e3:.1f}), speedup {s['speedup']:.2f}x, 95% CI "
-              f"[{s['ci_low']:.2f}, {s['ci_high']:.2f}] over {s['calls']} calls")
+        print(
+            f"  shape {tuple(s['shape'])}: baseline {s['base_median_ns'] / 1e3:.1f} us "
+            f"(IQR {s['base_iqr_ns'] / 1e3:.1f}), candidate {s['cand_median_ns'] / 1e3:.1f} us "
+            f"(IQR {s['cand_iqr_ns'] / 1e3:.1f}), speedup {s['speedup']:.2f}x, 95% CI "
+            f"[{s['ci_low']:.2f}, {s['ci_high']:.2f}] over {s['calls']} calls"
+        )
     return 0 if report.ok else 1
 
 
@@ -51,8 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--shapes", nargs="+", required=True, help="shapes such as 4096x32 1024x64")
     n.add_argument("--params", default="{}", help="the op's params as JSON, e.g. '{\"axes\": [1]}'")
     n.add_argument("--objective", default="latency")
-    for name, help_ in (("verify", "verify the candidate in DIR"), ("bench", "benchmark it"),
-                        ("promote", "verify, benchmark and promote it into the registry")):
+    for name, help_ in (
+        ("verify", "verify the candidate in DIR"),
+        ("bench", "benchmark it"),
+        ("promote", "verify, benchmark and promote it into the registry"),
+    ):
         s = sub.add_parser(name, help=help_)
         s.add_argument("dir")
         s.add_argument("--timeout", type=float, default=120.0, help="seconds per sandboxed step")
@@ -81,8 +87,15 @@ def _run(args: argparse.Namespace) -> int:
     from .task import new_task
 
     if args.command == "new":
-        path = new_task(args.dir, args.op, device=args.device, dtype=args.dtype, shapes=args.shapes,
-                        params=_params(args.params), objective=args.objective)
+        path = new_task(
+            args.dir,
+            args.op,
+            device=args.device,
+            dtype=args.dtype,
+            shapes=args.shapes,
+            params=_params(args.params),
+            objective=args.objective,
+        )
         print(f"task written: {path / 'task.json'}, {path / 'PROMPT.md'}")
         return 0
     limits = {"timeout_s": args.timeout, "memory_mb": args.memory_mb} if hasattr(args, "timeout") else {}
@@ -97,8 +110,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "list":
         for e in registry.entries():
             lows = ", ".join(f"{s['ci_low']:.2f}x" for s in e.get("statistics", []))
-            print(f"{e['id']}  {e['op']} {e['device']} {e['dtype']} {'/'.join(e['shape_buckets'])}  "
-                  f"CI low {lows}")
+            print(
+                f"{e['id']}  {e['op']} {e['device']} {e['dtype']} {'/'.join(e['shape_buckets'])}  "
+                f"CI low {lows}"
+            )
         return 0
     if args.command == "show":
         print(json.dumps(registry.show(args.id), indent=2))
@@ -110,7 +125,14 @@ def _run(args: argparse.Namespace) -> int:
         bad = 0
         for kid, rep in registry.reverify():
             bad += not rep.ok
-            print(f"{kid}: {'ok' if rep.ok else 'FAILED (revoked): ' + '; '.join(f['reason'] for f in rep.findings[:3])}")
+            print(
+                f"{kid}: "
+                + (
+                    "ok"
+                    if rep.ok
+                    else "FAILED (revoked): " + "; ".join(f["reason"] for f in rep.findings[:3])
+                )
+            )
         return 1 if bad else 0
     return 2
 

@@ -17,8 +17,11 @@ from .scan import scan
 from .task import LANGUAGES, _write, load_task
 
 METADATA_KEYS = {"author": str, "language": str, "op": str, "signature": dict, "claims": str}
-VERIFY_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-              "TENFERRO_FORGE_DISABLE": "1"}
+VERIFY_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+    "TENFERRO_FORGE_DISABLE": "1",
+}
 """The verify child: freed blocks stay in the heap (so the poison reaches the next allocation)."""
 
 
@@ -56,7 +59,9 @@ def read_candidate(directory: str | os.PathLike, task: dict) -> tuple[str | None
     try:
         source = (d / "kernel.py").read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        findings.append({"check": "files", "reason": f"kernel.py is missing or unreadable ({type(exc).__name__})"})
+        findings.append(
+            {"check": "files", "reason": f"kernel.py is missing or unreadable ({type(exc).__name__})"}
+        )
     try:
         metadata = json.loads((d / "metadata.json").read_text())
     except FileNotFoundError:
@@ -73,7 +78,9 @@ def read_candidate(directory: str | os.PathLike, task: dict) -> tuple[str | None
 def _metadata_findings(meta: Any, task: dict) -> list[dict]:
     bad = []
     if not isinstance(meta, dict):
-        return [{"check": "metadata", "reason": f"metadata.json must hold an object, got {type(meta).__name__}"}]
+        return [
+            {"check": "metadata", "reason": f"metadata.json must hold an object, got {type(meta).__name__}"}
+        ]
     for key, typ in METADATA_KEYS.items():
         if not isinstance(meta.get(key), typ):
             bad.append(f"{key!r} must be a {typ.__name__}, got {meta.get(key)!r}")
@@ -84,14 +91,22 @@ def _metadata_findings(meta: Any, task: dict) -> list[dict]:
             bad.append(f"op {meta['op']!r} is not the task's {task['op']!r}")
         sig = meta["signature"]
         if sig.get("dtype") != task["dtype"] or sig.get("device") != task["device"]:
-            bad.append(f"signature {sig} does not name the task's dtype {task['dtype']!r} and device "
-                       f"{task['device']!r}")
+            bad.append(
+                f"signature {sig} does not name the task's dtype {task['dtype']!r} and device "
+                f"{task['device']!r}"
+            )
     return [{"check": "metadata", "reason": f"metadata.json: {b}"} for b in bad]
 
 
-def verify(directory: str | os.PathLike, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-           memory_mb: int = DEFAULT_MEMORY_MB, seeds: tuple[int, ...] = (0, 1),
-           skip_scan: bool = False, write: bool = True) -> Report:
+def verify(
+    directory: str | os.PathLike,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    seeds: tuple[int, ...] = (0, 1),
+    skip_scan: bool = False,
+    write: bool = True,
+) -> Report:
     """Verify the candidate in `directory` (a task directory holding kernel.py and
     metadata.json). `skip_scan` exists for Forge's own tests of the sandbox (a crash the scan
     would stop); a report made with it is never promotable."""
@@ -100,13 +115,18 @@ def verify(directory: str | os.PathLike, *, timeout_s: float = DEFAULT_TIMEOUT_S
     source, metadata, findings = read_candidate(directory, task)
     if source is not None and not skip_scan:
         language = (metadata or {}).get("language", "numpy")
-        findings += scan(source, language=language, dtype=task["dtype"],
-                         allowed_extra=LANGUAGES.get(language, ()))
+        findings += scan(
+            source, language=language, dtype=task["dtype"], allowed_extra=LANGUAGES.get(language, ())
+        )
     details: dict = {"verifier_version": VERIFIER_VERSION, "skip_scan": skip_scan}
     if not findings:
-        out = run_child("verify", {"task": task, "dir": str(Path(directory).resolve()),
-                                   "seeds": list(seeds)},
-                        timeout_s=timeout_s, memory_mb=memory_mb, env=VERIFY_ENV)
+        out = run_child(
+            "verify",
+            {"task": task, "dir": str(Path(directory).resolve()), "seeds": list(seeds)},
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+            env=VERIFY_ENV,
+        )
         findings += out.get("findings", [])
         details["calls"] = out.get("calls")
         if not out.get("ok") and not findings:
@@ -117,9 +137,15 @@ def verify(directory: str | os.PathLike, *, timeout_s: float = DEFAULT_TIMEOUT_S
     return report
 
 
-def bench(directory: str | os.PathLike, *, calls: int = 30, warmup: int = 3,
-          timeout_s: float = DEFAULT_TIMEOUT_S, memory_mb: int = DEFAULT_MEMORY_MB,
-          write: bool = True) -> Report:
+def bench(
+    directory: str | os.PathLike,
+    *,
+    calls: int = 30,
+    warmup: int = 3,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    write: bool = True,
+) -> Report:
     """Benchmark the candidate against the current dispatch kernel in a child process:
     `calls` timed calls per shape after `warmup`, interleaved; gate on the bootstrap 95%
     interval's lower bound (>= 1.10x on every shape) and on the roofline."""
@@ -130,17 +156,31 @@ def bench(directory: str | os.PathLike, *, calls: int = 30, warmup: int = 3,
     source, _, findings = read_candidate(directory, task)
     details: dict = {"calls": calls}
     if not findings:
-        out = run_child("bench", {"task": task, "dir": str(Path(directory).resolve()), "calls": calls,
-                                  "warmup": warmup, "bandwidth": bandwidth_cached()},
-                        timeout_s=timeout_s, memory_mb=memory_mb)
+        out = run_child(
+            "bench",
+            {
+                "task": task,
+                "dir": str(Path(directory).resolve()),
+                "calls": calls,
+                "warmup": warmup,
+                "bandwidth": bandwidth_cached(),
+            },
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+        )
         findings += out.get("findings", [])
         details.update({k: out[k] for k in ("shapes", "gate", "gate_passed", "bandwidth") if k in out})
         if out.get("bandwidth"):
             bandwidth_cached(out["bandwidth"])
         if not findings and not out.get("gate_passed"):
             lows = ", ".join(f"{tuple(s['shape'])}: {s['ci_low']:.2f}x" for s in out.get("shapes", []))
-            findings.append({"check": "gate", "reason": f"the speedup's 95% interval lower bound must be "
-                             f">= {out.get('gate', 1.1):.2f}x on every shape; got {lows or 'no shapes'}"})
+            findings.append(
+                {
+                    "check": "gate",
+                    "reason": f"the speedup's 95% interval lower bound must be "
+                    f">= {out.get('gate', 1.1):.2f}x on every shape; got {lows or 'no shapes'}",
+                }
+            )
     report = Report("bench", not findings, findings, digest, details)
     if write:
         _write(Path(directory) / "bench.json", json.dumps(report.to_json(), indent=2) + "\n")

@@ -60,7 +60,8 @@ class Verifier:
 
     def find(self, check: str, reason: str) -> None:
         if len(self.findings) < MAX_FINDINGS and not any(
-                f["check"] == check and f["reason"] == reason for f in self.findings):
+            f["check"] == check and f["reason"] == reason for f in self.findings
+        ):
             self.findings.append({"check": check, "reason": reason})
 
     def call(self, label: str, arrays: list[np.ndarray]) -> tuple[Any, np.ndarray | None]:
@@ -87,21 +88,33 @@ class Verifier:
             if not (np.array_equal(a, p, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(p))):
                 self.find("input_mutation", f"{label}: the candidate changed its input")
         if isinstance(out, np.generic):
-            self.find("contract", f"{label}: returned a NumPy scalar ({type(out).__name__}), not a 0-d "
-                                  f"numpy.ndarray (call ufuncs with out=... or wrap with np.asarray)")
+            self.find(
+                "contract",
+                f"{label}: returned a NumPy scalar ({type(out).__name__}), not a 0-d "
+                f"numpy.ndarray (call ufuncs with out=... or wrap with np.asarray)",
+            )
             return None, ref
         if type(out) is not np.ndarray:
-            self.find("lazy_output", f"{label}: returned {type(out).__module__}.{type(out).__name__}, "
-                                     f"not a numpy.ndarray (a subclass, lazy or deferred object)")
+            self.find(
+                "lazy_output",
+                f"{label}: returned {type(out).__module__}.{type(out).__name__}, "
+                f"not a numpy.ndarray (a subclass, lazy or deferred object)",
+            )
             return None, ref
         want = outs[0]
         if out.shape != want.shape or out.dtype != np.dtype(self.dtype):
-            self.find("contract", f"{label}: returned {out.dtype}{list(out.shape)}, the abstract eval "
-                                  f"says {want.dtype}{list(want.shape)}")
+            self.find(
+                "contract",
+                f"{label}: returned {out.dtype}{list(out.shape)}, the abstract eval "
+                f"says {want.dtype}{list(want.shape)}",
+            )
             return None, ref
         if out.size and np.any(np.ascontiguousarray(out).view(UINT[itemsize]) == POISON[itemsize]):
-            self.find("stale_memory", f"{label}: the output holds the poison Forge wrote into free "
-                                      f"memory before the call: uninitialized or stale output memory")
+            self.find(
+                "stale_memory",
+                f"{label}: the output holds the poison Forge wrote into free "
+                f"memory before the call: uninitialized or stale output memory",
+            )
         for a in arrays:
             if np.shares_memory(out, a):
                 self.find("fresh_output", f"{label}: the output aliases an input")
@@ -109,8 +122,11 @@ class Verifier:
             self.find("fresh_output", f"{label}: the output is the reference's buffer")
         for old, _ in self.kept:
             if old is out or np.shares_memory(old, out):
-                self.find("stale_memory", f"{label}: the output reuses the buffer of an earlier "
-                                          f"call's result (stale output memory)")
+                self.find(
+                    "stale_memory",
+                    f"{label}: the output reuses the buffer of an earlier "
+                    f"call's result (stale output memory)",
+                )
                 break
         self.kept.append((out, out.copy()))
         why = ops.mismatch(self.op, self.dtype, arrays, self.params, out, ref)
@@ -126,25 +142,34 @@ class Verifier:
         for shape in shapes:
             for dist in ops.DISTRIBUTIONS:
                 for seed in seeds:
-                    self.call(f"{dist} seed {seed} shape {shape}",
-                              [draw(op, dtype, shape, dist, seed * 7 + i) for i in range(nin)])
+                    self.call(
+                        f"{dist} seed {seed} shape {shape}",
+                        [draw(op, dtype, shape, dist, seed * 7 + i) for i in range(nin)],
+                    )
         for shape in ops.edge_shapes(op, dtype, shapes, params):
             self.call(f"edge shape {shape}", [draw(op, dtype, shape, "normal", 11 + i) for i in range(nin)])
         for shape in shapes:
             if shape:
                 wide = shape[:-1] + (2 * shape[-1],)
-                self.call(f"non-contiguous (strided) shape {shape}",
-                          [draw(op, dtype, wide, "normal", 21 + i)[..., ::2] for i in range(nin)])
-                self.call(f"non-contiguous (transposed) shape {shape}",
-                          [draw(op, dtype, shape[::-1], "normal", 23 + i).T for i in range(nin)])
+                self.call(
+                    f"non-contiguous (strided) shape {shape}",
+                    [draw(op, dtype, wide, "normal", 21 + i)[..., ::2] for i in range(nin)],
+                )
+                self.call(
+                    f"non-contiguous (transposed) shape {shape}",
+                    [draw(op, dtype, shape[::-1], "normal", 23 + i).T for i in range(nin)],
+                )
                 row = [draw(op, dtype, shape[-1:], "normal", 25 + i) for i in range(nin)]
                 self.call(f"stride-0 (broadcast) shape {shape}", [np.broadcast_to(r, shape) for r in row])
             self.specials(shape, nin)
             self.caching(shape, nin)
         for old, copy in self.kept:
             if not np.array_equal(old, copy, equal_nan=True):
-                self.find("stale_memory", "an earlier result changed after later calls: the candidate "
-                                          "writes into buffers it returned (stale output memory)")
+                self.find(
+                    "stale_memory",
+                    "an earlier result changed after later calls: the candidate "
+                    "writes into buffers it returned (stale output memory)",
+                )
                 break
 
     def specials(self, shape: tuple, nin: int) -> None:
@@ -181,10 +206,17 @@ class Verifier:
             out, _ = self.call(f"{check.replace('_', ' ')} probe #{k} shape {shape}", a)
             if out is None or len(self.findings) == before or not _close_to_old(out, self.kept[:-1]):
                 continue
-            how = ("the same input object changed in place it returned an earlier call's result: "
-                   "caching by identity (or by a sample of the content)") if k == 0 else (
-                "a fresh input differing from an earlier one in one element it returned an earlier "
-                "call's result: caching by content")
+            how = (
+                (
+                    "the same input object changed in place it returned an earlier call's result: "
+                    "caching by identity (or by a sample of the content)"
+                )
+                if k == 0
+                else (
+                    "a fresh input differing from an earlier one in one element it returned an earlier "
+                    "call's result: caching by content"
+                )
+            )
             self.find(check, f"shape {shape}: for {how}")
 
 
@@ -197,8 +229,15 @@ def verify(args: dict) -> dict:
     try:
         kernel = load_kernel(args["dir"])
     except BaseException as exc:  # noqa: BLE001
-        return {"ok": False, "findings": [{"check": "import", "reason": f"importing kernel.py raised "
-                                           f"{type(exc).__name__}: {str(exc)[:300]}"}]}
+        return {
+            "ok": False,
+            "findings": [
+                {
+                    "check": "import",
+                    "reason": f"importing kernel.py raised {type(exc).__name__}: {str(exc)[:300]}",
+                }
+            ],
+        }
     v = Verifier(task, kernel)
     try:
         v.run(args.get("seeds", [0, 1]))
@@ -208,6 +247,7 @@ def verify(args: dict) -> dict:
 
 
 # ---- bench -----------------------------------------------------------------------------------
+
 
 def bandwidth() -> float:
     """The machine's best streaming copy rate in bytes per second (read + write), over working
@@ -243,13 +283,22 @@ def bench(args: dict) -> dict:
     for shape in shapes:
         avals, canon, outs = ops.signature(op, dtype, shape, params)
         entry = dispatch(prim, tuple(Aval(a.shape, a.dtype, dev) for a in avals), canon, dev)
-        inputs = [[ops.draw(op, dtype, shape, "normal", 100 * s + i) for i in range(nin)] for s in range(sets)]
+        inputs = [
+            [ops.draw(op, dtype, shape, "normal", 100 * s + i) for i in range(nin)] for s in range(sets)
+        ]
         prepared.append((shape, canon, outs, plain(entry[0]), inputs))
     try:  # imported only now: the inputs and the timer exist before any candidate code runs
         kernel = load_kernel(args["dir"])
     except BaseException as exc:  # noqa: BLE001
-        return {"ok": False, "findings": [{"check": "import", "reason": f"importing kernel.py raised "
-                                           f"{type(exc).__name__}: {str(exc)[:300]}"}]}
+        return {
+            "ok": False,
+            "findings": [
+                {
+                    "check": "import",
+                    "reason": f"importing kernel.py raised {type(exc).__name__}: {str(exc)[:300]}",
+                }
+            ],
+        }
     rng = np.random.default_rng(0)
     findings, results = [], []
     clock = time.perf_counter_ns
@@ -259,7 +308,9 @@ def bench(args: dict) -> dict:
         try:
             for i in range(warmup + calls):
                 args_i = inputs[i % sets]
-                pair = (("base", base), ("cand", kernel)) if i % 2 == 0 else (("cand", kernel), ("base", base))
+                pair = (
+                    (("base", base), ("cand", kernel)) if i % 2 == 0 else (("cand", kernel), ("base", base))
+                )
                 for name, fn in pair:
                     t0 = clock()
                     out = fn(*args_i, **canon)
@@ -269,12 +320,19 @@ def bench(args: dict) -> dict:
                     if name == "cand":
                         last[i % sets] = out
         except BaseException as exc:  # noqa: BLE001
-            findings.append({"check": "error", "reason": f"shape {shape}: raised {type(exc).__name__}: {exc}"})
+            findings.append(
+                {"check": "error", "reason": f"shape {shape}: raised {type(exc).__name__}: {exc}"}
+            )
             continue
         for s, out in last.items():
             if type(out) is not np.ndarray:
-                findings.append({"check": "lazy_output", "reason": f"shape {shape}: timed calls returned "
-                                 f"{type(out).__name__}, not a numpy.ndarray"})
+                findings.append(
+                    {
+                        "check": "lazy_output",
+                        "reason": f"shape {shape}: timed calls returned "
+                        f"{type(out).__name__}, not a numpy.ndarray",
+                    }
+                )
                 break
             why = ops.mismatch(op, dtype, inputs[s], params, out, ops.reference(op, inputs[s], params))
             if why:
@@ -286,14 +344,27 @@ def bench(args: dict) -> dict:
         floor_ns = nbytes / (bw * 2.0) * 1e9  # slack 2: read-only streams beat the copy rate
         stats.update(shape=list(shape), bytes=nbytes, roofline_floor_ns=floor_ns, calls=len(c))
         if stats["cand_median_ns"] < floor_ns:
-            findings.append({"check": "roofline", "reason": (
-                f"shape {shape}: median {stats['cand_median_ns'] / 1e3:.2f} us is below the "
-                f"{floor_ns / 1e3:.2f} us the machine's memory bandwidth ({bw / 1e9:.1f} GB/s) allows for "
-                f"moving {nbytes} bytes: too fast to be true (work skipped or cached)")})
+            findings.append(
+                {
+                    "check": "roofline",
+                    "reason": (
+                        f"shape {shape}: median {stats['cand_median_ns'] / 1e3:.2f} us is below the "
+                        f"{floor_ns / 1e3:.2f} us the machine's memory bandwidth ({bw / 1e9:.1f} GB/s) "
+                        f"allows for "
+                        f"moving {nbytes} bytes: too fast to be true (work skipped or cached)"
+                    ),
+                }
+            )
         results.append(stats)
     gate = bool(results) and len(results) == len(shapes) and all(r["ci_low"] >= GATE for r in results)
-    return {"ok": not findings, "findings": findings, "shapes": results, "gate": GATE,
-            "gate_passed": gate and not findings, "bandwidth": bw}
+    return {
+        "ok": not findings,
+        "findings": findings,
+        "shapes": results,
+        "gate": GATE,
+        "gate_passed": gate and not findings,
+        "bandwidth": bw,
+    }
 
 
 GATE = 1.10
@@ -305,9 +376,15 @@ def _stats(b: np.ndarray, c: np.ndarray, rng: Any) -> dict:
     boot_b = np.median(b[rng.integers(0, len(b), (BOOTSTRAP, len(b)))], axis=1)
     boot_c = np.median(c[rng.integers(0, len(c), (BOOTSTRAP, len(c)))], axis=1)
     ratio = boot_b / boot_c
-    return {"base_median_ns": q(b, 50), "base_iqr_ns": q(b, 75) - q(b, 25),
-            "cand_median_ns": q(c, 50), "cand_iqr_ns": q(c, 75) - q(c, 25),
-            "speedup": q(b, 50) / q(c, 50), "ci_low": q(ratio, 2.5), "ci_high": q(ratio, 97.5)}
+    return {
+        "base_median_ns": q(b, 50),
+        "base_iqr_ns": q(b, 75) - q(b, 25),
+        "cand_median_ns": q(c, 50),
+        "cand_iqr_ns": q(c, 75) - q(c, 25),
+        "speedup": q(b, 50) / q(c, 50),
+        "ci_low": q(ratio, 2.5),
+        "ci_high": q(ratio, 97.5),
+    }
 
 
 MODES = {"verify": verify, "bench": bench}

@@ -22,11 +22,30 @@ from .errors import ForgeArgumentError
 REDUCTIONS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
 FLOAT_DTYPES = ("float16", "float32", "float64")
 DOMAINS = {  # op -> operand domain (values outside make NaN where a correct kernel gives NaN too)
-    "sqrt": "positive", "rsqrt": "positive", "log": "positive", "log1p": "above_minus_one",
-    "asin": "unit", "acos": "unit", "atanh": "unit", "acosh": "at_least_one",
+    "sqrt": "positive",
+    "rsqrt": "positive",
+    "log": "positive",
+    "log1p": "above_minus_one",
+    "asin": "unit",
+    "acos": "unit",
+    "atanh": "unit",
+    "acosh": "at_least_one",
 }
-EXACT = ("reduce_max", "reduce_min", "neg", "abs", "maximum", "minimum", "floor", "ceil",
-         "round", "trunc", "sign", "select", "clamp")
+EXACT = (
+    "reduce_max",
+    "reduce_min",
+    "neg",
+    "abs",
+    "maximum",
+    "minimum",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "sign",
+    "select",
+    "clamp",
+)
 """Ops whose result is one of the operands' values (or an exact function of one): any
 rounding at all is wrong, so the tolerance is zero."""
 DISTRIBUTIONS = ("normal", "uniform", "pareto", "spikes")
@@ -36,18 +55,22 @@ ULPS = 8  # elementwise tolerance in units of the declared dtype's epsilon
 def primitive(op: str) -> Any:
     """The catalog primitive `op`, or a ForgeArgumentError naming the ops Forge takes."""
     prim = BY_NAME.get(op)
-    if prim is None or not (op in REDUCTIONS or (prim.category == "elementwise" and prim.nin in (1, 2)
-                                                 and not prim.params)):
+    if prim is None or not (
+        op in REDUCTIONS or (prim.category == "elementwise" and prim.nin in (1, 2) and not prim.params)
+    ):
         raise ForgeArgumentError(
             f"forge cannot make a task for op {op!r}; it takes the catalog's elementwise ops with "
-            f"one or two operands and no params, and {', '.join(REDUCTIONS)}: pick one of those")
+            f"one or two operands and no params, and {', '.join(REDUCTIONS)}: pick one of those"
+        )
     return prim
 
 
 def dtype_of(name: str) -> dtypes.DType:
     if name not in FLOAT_DTYPES:
-        raise ForgeArgumentError(f"forge takes the float dtypes {FLOAT_DTYPES}, got {name!r}; "
-                                 f"pass --dtype float32 (or float16 / float64)")
+        raise ForgeArgumentError(
+            f"forge takes the float dtypes {FLOAT_DTYPES}, got {name!r}; "
+            f"pass --dtype float32 (or float16 / float64)"
+        )
     return dtypes.as_dtype(name)
 
 
@@ -90,26 +113,29 @@ def tolerance(op: str, dtype: str) -> str:
     if op in EXACT:
         return "exact: the result must equal the float64 reference rounded to the dtype"
     if op in ("reduce_sum", "reduce_prod"):
-        return (f"|result - ref| <= 4 (log2 n + 1) eps sum|x| (+ the same of |ref| for prod), "
-                f"eps = {eps:.3g} ({dtype}), n the elements reduced: a pairwise or blocked sum passes, "
-                f"a sum in a narrower dtype does not")
+        return (
+            f"|result - ref| <= 4 (log2 n + 1) eps sum|x| (+ the same of |ref| for prod), "
+            f"eps = {eps:.3g} ({dtype}), n the elements reduced: a pairwise or blocked sum passes, "
+            f"a sum in a narrower dtype does not"
+        )
     return f"|result - ref| <= {ULPS} eps |ref| + tiny, eps = {eps:.3g} ({dtype})"
 
 
-def mismatch(op: str, dtype: str, arrays: list[np.ndarray], params: dict, got: np.ndarray,
-             ref: np.ndarray) -> str | None:
+def mismatch(
+    op: str, dtype: str, arrays: list[np.ndarray], params: dict, got: np.ndarray, ref: np.ndarray
+) -> str | None:
     """None when `got` matches the float64 reference within the dtype's tolerance, else why."""
     npd = np.dtype(dtype)
     want = ref.astype(npd)
     g = got.astype(np.float64)
     nan_ref, nan_got = np.isnan(want), np.isnan(g)
     if not np.array_equal(nan_ref, nan_got):
-        i = np.argwhere(nan_ref != nan_got)[0]
-        return f"NaN pattern differs at index {tuple(int(v) for v in i)}: got {g[tuple(i)]!r}, want {want[tuple(i)]!r}"
+        i = tuple(int(v) for v in np.argwhere(nan_ref != nan_got)[0])
+        return f"NaN pattern differs at index {i}: got {g[i]!r}, want {want[i]!r}"
     inf = np.isinf(want) | np.isinf(g)
     if not np.array_equal(np.where(inf, want, 0), np.where(inf, g, 0)):
-        i = np.argwhere(np.where(inf, want, 0) != np.where(inf, g, 0))[0]
-        return f"infinity differs at index {tuple(int(v) for v in i)}: got {g[tuple(i)]!r}, want {want[tuple(i)]!r}"
+        i = tuple(int(v) for v in np.argwhere(np.where(inf, want, 0) != np.where(inf, g, 0))[0])
+        return f"infinity differs at index {i}: got {g[i]!r}, want {want[i]!r}"
     ok = ~(nan_ref | inf)
     finfo = np.finfo(npd)
     eps, tiny = float(finfo.eps), float(finfo.smallest_normal)
@@ -125,14 +151,16 @@ def mismatch(op: str, dtype: str, arrays: list[np.ndarray], params: dict, got: n
                 bound = bound * n
         else:
             bound = ULPS * eps * np.abs(ref) + tiny
-        err = np.abs(g - want.astype(np.float64))
-        if op not in EXACT:  # the reference's own rounding to the dtype is no error of the candidate
-            err = np.abs(g - ref)
+        # exact ops: against the reference rounded to the dtype; others: against float64 itself
+        err = np.abs(g - want.astype(np.float64)) if op in EXACT else np.abs(g - ref)
         bad = ok & ~(err <= bound)
     if bad.any():
         i = tuple(int(v) for v in np.argwhere(bad)[0])
-        return (f"{int(bad.sum())} of {bad.size} elements outside the {dtype} tolerance; first at "
-                f"index {i}: got {g[i]!r}, want {ref[i]!r} (allowed error {np.broadcast_to(bound, ref.shape)[i]:.3g})")
+        return (
+            f"{int(bad.sum())} of {bad.size} elements outside the {dtype} tolerance; first at "
+            f"index {i}: got {g[i]!r}, want {ref[i]!r} "
+            f"(allowed error {np.broadcast_to(bound, ref.shape)[i]:.3g})"
+        )
     return None
 
 
@@ -175,8 +203,10 @@ def domain(op: str, x: np.ndarray) -> np.ndarray:
 def specials(dtype: str) -> np.ndarray:
     """IEEE special values of the dtype: NaN, +-inf, -0.0, the smallest subnormal, the largest."""
     fi = np.finfo(dtype)
-    return np.array([np.nan, np.inf, -np.inf, -0.0, float(fi.smallest_subnormal), float(fi.max),
-                     -float(fi.max)], dtype=dtype)
+    return np.array(
+        [np.nan, np.inf, -np.inf, -0.0, float(fi.smallest_subnormal), float(fi.max), -float(fi.max)],
+        dtype=dtype,
+    )
 
 
 def edge_shapes(op: str, dtype: str, shapes: list[tuple], params: dict) -> list[tuple]:
@@ -185,7 +215,7 @@ def edge_shapes(op: str, dtype: str, shapes: list[tuple], params: dict) -> list[
     for shape in shapes:
         for i in range(len(shape)):
             for n in (0, 1, max(1, shape[i] - 1), shape[i] + 1, max(1, shape[i] // 3) + 2):
-                out.append(shape[:i] + (n,) + shape[i + 1:])
+                out.append(shape[:i] + (n,) + shape[i + 1 :])
     out += [(), (1,) * max(1, len(shapes[0])), (3,) * max(1, len(shapes[0]))]
     seen, keep = set(shapes), []
     for s in out:
@@ -195,5 +225,16 @@ def edge_shapes(op: str, dtype: str, shapes: list[tuple], params: dict) -> list[
     return keep
 
 
-__all__ = ["DISTRIBUTIONS", "REDUCTIONS", "allowed", "draw", "edge_shapes", "mismatch", "primitive",
-           "reference", "signature", "specials", "tolerance"]
+__all__ = [
+    "DISTRIBUTIONS",
+    "REDUCTIONS",
+    "allowed",
+    "draw",
+    "edge_shapes",
+    "mismatch",
+    "primitive",
+    "reference",
+    "signature",
+    "specials",
+    "tolerance",
+]

@@ -51,8 +51,10 @@ class Chooser:
         self.loaded: dict[str, Any] = {}
 
     def __call__(self, *bufs: Any, **params: Any) -> Any:
-        raise KernelError(f"tenferro-forge's chooser for {self.op!r} was called as a kernel; only "
-                          f"dispatch (Device.kernel_for) may use it, through choose_kernel")
+        raise KernelError(
+            f"tenferro-forge's chooser for {self.op!r} was called as a kernel; only "
+            f"dispatch (Device.kernel_for) may use it, through choose_kernel"
+        )
 
     def choose_kernel(self, device: Any, avals: tuple, out_avals: tuple, params: dict) -> Any:
         from .registry import params_signature, shape_bucket
@@ -62,8 +64,12 @@ class Chooser:
         bucket = shape_bucket(avals[0].shape)
         sig = params_signature(_plain(dict(params)))
         for e in self.entries:
-            if (e["device"] == device.name and all(a.dtype.name == e["dtype"] for a in avals)
-                    and e["params_signature"] == sig and bucket in e["shape_buckets"]):
+            if (
+                e["device"] == device.name
+                and all(a.dtype.name == e["dtype"] for a in avals)
+                and e["params_signature"] == sig
+                and bucket in e["shape_buckets"]
+            ):
                 fn = self.load(e)
                 if fn is not None:
                     SELECTED[e["id"]] += 1
@@ -84,8 +90,9 @@ class Chooser:
                 exec(compile(code, str(path), "exec"), module.__dict__)  # noqa: S102  (hash-checked source)
                 fn = module.kernel
             except Exception as exc:
-                warnings.warn(f"tenferro-forge: promoted kernel {kid} not used: {exc}", ForgeWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"tenferro-forge: promoted kernel {kid} not used: {exc}", ForgeWarning, stacklevel=2
+                )
                 return None
             self.loaded[kid] = _counting(kid, fn) if os.environ.get("TENFERRO_FORGE_COUNT") == "1" else fn
         return self.loaded[kid]
@@ -103,8 +110,20 @@ def usable(entry: Any, base: Path) -> str | None:
     """None when `entry` may serve here, else why not (for the note)."""
     from .registry import device_fingerprint, entry_hash, file_hash, versions
 
-    need = ("id", "op", "backend", "device", "dtype", "params_signature", "shape_buckets", "source",
-            "source_hash", "device_fingerprint", "versions", "entry_hash")
+    need = (
+        "id",
+        "op",
+        "backend",
+        "device",
+        "dtype",
+        "params_signature",
+        "shape_buckets",
+        "source",
+        "source_hash",
+        "device_fingerprint",
+        "versions",
+        "entry_hash",
+    )
     if not isinstance(entry, dict) or any(k not in entry for k in need):
         return "malformed entry (fields missing)"
     if entry_hash(entry) != entry["entry_hash"]:
@@ -143,15 +162,18 @@ def tenferro_register(registry) -> None:
         why = usable(entry, base)
         if why is not None:
             if "hash" in why:
-                warnings.warn(f"tenferro-forge: promoted kernel {kid} ignored: {why}", ForgeWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"tenferro-forge: promoted kernel {kid} ignored: {why}", ForgeWarning, stacklevel=2
+                )
             registry.add_note(f"promoted kernel {kid} ignored: {why}")
             continue
         key = (entry["backend"], entry["op"])
         if key not in choosers:
             choosers[key] = Chooser(*key, base)
         choosers[key].entries.append(entry)
-        registry.add_note(f"promoted kernel {kid} serves {entry['op']} on {entry['device']} "
-                          f"{entry['dtype']} shapes {'/'.join(entry['shape_buckets'])}")
+        registry.add_note(
+            f"promoted kernel {kid} serves {entry['op']} on {entry['device']} "
+            f"{entry['dtype']} shapes {'/'.join(entry['shape_buckets'])}"
+        )
     for (backend, op), chooser in choosers.items():
         registry.add_kernel(backend, op, chooser, priority=PRIORITY)

@@ -46,8 +46,9 @@ def device_fingerprint(device: str) -> str:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    text = json.dumps([device, model or platform.processor(), os.cpu_count(), platform.machine(),
-                       platform.system()])
+    text = json.dumps(
+        [device, model or platform.processor(), os.cpu_count(), platform.machine(), platform.system()]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -89,8 +90,9 @@ def locked(base: Path | None = None) -> Iterator[Path]:
         base.mkdir(parents=True, exist_ok=True)
         fd = os.open(base / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise ForgeError(f"cannot open the registry at {base} ({exc}); set TENFERRO_FORGE_REGISTRY "
-                         f"to a writable directory") from exc
+        raise ForgeError(
+            f"cannot open the registry at {base} ({exc}); set TENFERRO_FORGE_REGISTRY to a writable directory"
+        ) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield base
@@ -108,9 +110,14 @@ def read_index(base: Path | None = None) -> dict:
     except FileNotFoundError:
         return {"format": FORMAT, "entries": {}, "revoked": []}
     except (OSError, ValueError) as exc:
-        raise RegistryError(f"{path} is corrupt ({exc}); fix or delete it (promoted kernels are "
-                            f"ignored until then)") from exc
-    if not isinstance(index, dict) or index.get("format") != FORMAT or not isinstance(index.get("entries"), dict):
+        raise RegistryError(
+            f"{path} is corrupt ({exc}); fix or delete it (promoted kernels are ignored until then)"
+        ) from exc
+    if (
+        not isinstance(index, dict)
+        or index.get("format") != FORMAT
+        or not isinstance(index.get("entries"), dict)
+    ):
         raise RegistryError(f"{path} is not a format-{FORMAT} Forge registry; fix or delete it")
     index.setdefault("revoked", [])
     return index
@@ -134,8 +141,9 @@ def write_index(base: Path, index: dict) -> None:
     _atomic_write(base / INDEX, json.dumps(index, indent=2, sort_keys=True) + "\n")
 
 
-def add(task: dict, directory: Path, *, language: str, author: str, verify_report: Any,
-        bench_report: Any) -> dict:
+def add(
+    task: dict, directory: Path, *, language: str, author: str, verify_report: Any, bench_report: Any
+) -> dict:
     """Copy the candidate's source into the registry and record its entry (under the lock);
     the same source promoted twice gets its existing entry back."""
     buckets = "-".join(shape_bucket(tuple(s)) for s in task["shapes"])
@@ -149,19 +157,30 @@ def add(task: dict, directory: Path, *, language: str, author: str, verify_repor
             if entry["id"].startswith(prefix) and entry["source_hash"] == digest:
                 return entry
         taken = [k for k in [*index["entries"], *index["revoked"]] if k.startswith(prefix)]
-        n = 1 + max((int(k[len(prefix):]) for k in taken if k[len(prefix):].isdigit()), default=0)
+        n = 1 + max((int(k[len(prefix) :]) for k in taken if k[len(prefix) :].isdigit()), default=0)
         kid = f"{prefix}{n}"
         entry = {
-            "id": kid, "op": task["op"], "params": task["params"],
-            "params_signature": params_signature(task["params"]), "device": task["device"],
-            "backend": task["backend"], "device_fingerprint": device_fingerprint(task["device"]),
-            "dtype": task["dtype"], "shapes": [list(s) for s in task["shapes"]],
-            "shape_buckets": [shape_bucket(tuple(s)) for s in task["shapes"]], "language": language,
-            "author": author, "source": f"kernels/{kid}/kernel.py", "source_hash": digest,
-            "versions": versions(), "verifier_version": VERIFIER_VERSION,
-            "statistics": bench_report.details.get("shapes", []), "gate": bench_report.details.get("gate"),
-            "evidence": "microbenchmark", "task_dir": str(directory.resolve()),
-            "promoted_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "id": kid,
+            "op": task["op"],
+            "params": task["params"],
+            "params_signature": params_signature(task["params"]),
+            "device": task["device"],
+            "backend": task["backend"],
+            "device_fingerprint": device_fingerprint(task["device"]),
+            "dtype": task["dtype"],
+            "shapes": [list(s) for s in task["shapes"]],
+            "shape_buckets": [shape_bucket(tuple(s)) for s in task["shapes"]],
+            "language": language,
+            "author": author,
+            "source": f"kernels/{kid}/kernel.py",
+            "source_hash": digest,
+            "versions": versions(),
+            "verifier_version": VERIFIER_VERSION,
+            "statistics": bench_report.details.get("shapes", []),
+            "gate": bench_report.details.get("gate"),
+            "evidence": "microbenchmark",
+            "task_dir": str(directory.resolve()),
+            "promoted_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         }
         entry["entry_hash"] = entry_hash(entry)
         dest = base / "kernels" / kid
@@ -183,8 +202,7 @@ def revoke(kid: str) -> dict:
         index = read_index(base)
         entry = index["entries"].pop(kid, None)
         if entry is None:
-            raise RegistryError(f"no promoted kernel {kid!r} in {base}; `tenferro-forge list` shows "
-                                f"the ids")
+            raise RegistryError(f"no promoted kernel {kid!r} in {base}; `tenferro-forge list` shows the ids")
         index["revoked"] = sorted(set(index["revoked"]) | {kid})
         write_index(base, index)
         shutil.rmtree(base / "kernels" / kid, ignore_errors=True)
@@ -220,8 +238,9 @@ def bandwidth_cached(value: float | None = None) -> float | None:
     return value
 
 
-def promote(directory: str | os.PathLike, *, verify_report: Any = None, bench_report: Any = None,
-            **gate_options: Any) -> dict:
+def promote(
+    directory: str | os.PathLike, *, verify_report: Any = None, bench_report: Any = None, **gate_options: Any
+) -> dict:
     """Promote the candidate in `directory` when both gates pass on its current source: runs
     verify and bench unless this process already holds their reports (files in the directory
     are never trusted); writes promotion.json beside the task; the registry entry."""
@@ -232,7 +251,9 @@ def promote(directory: str | os.PathLike, *, verify_report: Any = None, bench_re
     task = load_task(d)
     digest = source_hash(d)
     if verify_report is None:
-        verify_report = verify(d, **{k: v for k, v in gate_options.items() if k in ("timeout_s", "memory_mb")})
+        verify_report = verify(
+            d, **{k: v for k, v in gate_options.items() if k in ("timeout_s", "memory_mb")}
+        )
     if verify_report.ok and bench_report is None:
         bench_report = bench(d, **gate_options)
     why = []
@@ -244,16 +265,30 @@ def promote(directory: str | os.PathLike, *, verify_report: Any = None, bench_re
             why.append(f"{name} judged another version of the files (they changed since); re-run it")
     if verify_report is not None and verify_report.details.get("skip_scan"):
         why.append("verify ran without the static scan")
-    if bench_report is not None and bench_report.ok and any(
-            s.get("calls", 0) < 30 for s in bench_report.details.get("shapes", [])):
+    if (
+        bench_report is not None
+        and bench_report.ok
+        and any(s.get("calls", 0) < 30 for s in bench_report.details.get("shapes", []))
+    ):
         why.append("the benchmark took fewer than 30 timed calls per shape")
     if why:
         raise PromotionError(f"not promoted: {'; '.join(why)}")
     _, meta, _ = read_candidate(d, task)
-    entry = add(task, d, language=meta["language"], author=meta["author"], verify_report=verify_report,
-                bench_report=bench_report)
-    record = {"id": entry["id"], "registry": str(root()), "source_hash": entry["source_hash"],
-              "promoted_at": entry["promoted_at"], "statistics": entry["statistics"]}
+    entry = add(
+        task,
+        d,
+        language=meta["language"],
+        author=meta["author"],
+        verify_report=verify_report,
+        bench_report=bench_report,
+    )
+    record = {
+        "id": entry["id"],
+        "registry": str(root()),
+        "source_hash": entry["source_hash"],
+        "promoted_at": entry["promoted_at"],
+        "statistics": entry["statistics"],
+    }
     _atomic_write(d / "promotion.json", json.dumps(record, indent=2) + "\n")
     return entry
 
@@ -267,8 +302,14 @@ def reverify(**options: Any) -> list[tuple[str, Any]]:
     out = []
     for entry in entries():
         with tempfile.TemporaryDirectory(prefix="forge-reverify-") as tmp:
-            new_task(tmp, entry["op"], device=entry["device"], dtype=entry["dtype"],
-                     shapes=[tuple(s) for s in entry["shapes"]], params=entry["params"])
+            new_task(
+                tmp,
+                entry["op"],
+                device=entry["device"],
+                dtype=entry["dtype"],
+                shapes=[tuple(s) for s in entry["shapes"]],
+                params=entry["params"],
+            )
             src = root() / "kernels" / entry["id"]
             for name in ("kernel.py", "metadata.json"):
                 if (src / name).is_file():
@@ -283,5 +324,17 @@ def reverify(**options: Any) -> list[tuple[str, Any]]:
     return out
 
 
-__all__ = ["add", "bandwidth_cached", "device_fingerprint", "entries", "promote", "read_index", "reverify",
-           "revoke", "root", "shape_bucket", "show", "versions"]
+__all__ = [
+    "add",
+    "bandwidth_cached",
+    "device_fingerprint",
+    "entries",
+    "promote",
+    "read_index",
+    "reverify",
+    "revoke",
+    "root",
+    "shape_bucket",
+    "show",
+    "versions",
+]

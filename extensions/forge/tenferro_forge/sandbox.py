@@ -27,8 +27,14 @@ def _limits(memory_mb: int) -> Any:
     return apply
 
 
-def run_child(mode: str, args: dict, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-              memory_mb: int = DEFAULT_MEMORY_MB, env: dict | None = None) -> dict:
+def run_child(
+    mode: str,
+    args: dict,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    env: dict | None = None,
+) -> dict:
     """Run ``python -m tenferro_forge.harness`` for `mode` with `args`; its JSON result, or
     ``{"ok": False, "findings": [...]}`` saying it timed out, ran out of memory, crashed or
     printed no result. Never raises for anything the child does."""
@@ -38,9 +44,15 @@ def run_child(mode: str, args: dict, *, timeout_s: float = DEFAULT_TIMEOUT_S,
         child_env.setdefault(var, "1")
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tenferro_forge.harness", mode], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env, start_new_session=True,
-            preexec_fn=_limits(memory_mb), text=True)
+            [sys.executable, "-m", "tenferro_forge.harness", mode],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env,
+            start_new_session=True,
+            preexec_fn=_limits(memory_mb),
+            text=True,
+        )
     except OSError as exc:
         return _failed("sandbox", f"could not start the harness process: {exc}")
     try:
@@ -48,12 +60,15 @@ def run_child(mode: str, args: dict, *, timeout_s: float = DEFAULT_TIMEOUT_S,
     except subprocess.TimeoutExpired:
         _kill(proc)
         out, err = proc.communicate()
-        return _failed("timeout", f"{mode} did not finish within {timeout_s:g} s (a hanging or "
-                                  f"far too slow candidate); the process was killed")
+        return _failed(
+            "timeout",
+            f"{mode} did not finish within {timeout_s:g} s (a hanging or "
+            f"far too slow candidate); the process was killed",
+        )
     for line in reversed(out.splitlines()):
         if line.startswith(nonce + " "):
             try:
-                return json.loads(line[len(nonce) + 1:])
+                return json.loads(line[len(nonce) + 1 :])
             except ValueError:
                 break
     tail = err.strip().splitlines()[-3:]
@@ -62,8 +77,10 @@ def run_child(mode: str, args: dict, *, timeout_s: float = DEFAULT_TIMEOUT_S,
         return _failed("crash", f"the candidate crashed the interpreter ({sig}); {' | '.join(tail)}")
     if "MemoryError" in err:
         return _failed("memory", f"the process exceeded its {memory_mb} MiB memory cap; {' | '.join(tail)}")
-    return _failed("crash", f"the harness exited with status {proc.returncode} and no result; "
-                            f"{' | '.join(tail) or 'no output'}")
+    return _failed(
+        "crash",
+        f"the harness exited with status {proc.returncode} and no result; {' | '.join(tail) or 'no output'}",
+    )
 
 
 def _kill(proc: subprocess.Popen) -> None:

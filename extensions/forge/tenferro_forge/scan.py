@@ -6,43 +6,101 @@ from __future__ import annotations
 
 import ast
 
-ALLOWED = {"numpy", "math", "functools", "itertools", "operator", "typing", "__future__",
-           "collections", "dataclasses"}
+ALLOWED = {
+    "numpy",
+    "math",
+    "functools",
+    "itertools",
+    "operator",
+    "typing",
+    "__future__",
+    "collections",
+    "dataclasses",
+}
 MODULE_REASONS = {
-    "subprocess": "starts processes", "os": "process and file calls (os)",
-    "sys": "reaches interpreter internals (sys)", "ctypes": "raw memory and foreign calls (ctypes)",
-    "cffi": "raw memory and foreign calls (cffi)", "signal": "signal handlers",
-    "threading": "threads: work deferred past the call", "_thread": "threads: work deferred past the call",
+    "subprocess": "starts processes",
+    "os": "process and file calls (os)",
+    "sys": "reaches interpreter internals (sys)",
+    "ctypes": "raw memory and foreign calls (ctypes)",
+    "cffi": "raw memory and foreign calls (cffi)",
+    "signal": "signal handlers",
+    "threading": "threads: work deferred past the call",
+    "_thread": "threads: work deferred past the call",
     "concurrent": "threads or processes: work deferred past the call",
     "multiprocessing": "processes: work deferred past the call",
     "asyncio": "event loops: work deferred past the call",
-    "time": "touches timers (time)", "timeit": "touches timers (timeit)",
-    "socket": "network", "http": "network", "urllib": "network", "requests": "network", "ssl": "network",
-    "importlib": "importlib tricks", "imp": "importlib tricks", "pkgutil": "importlib tricks",
-    "runpy": "importlib tricks", "builtins": "patches builtins",
-    "gc": "reaches the harness's objects (gc)", "inspect": "reaches the harness's frames (inspect)",
-    "traceback": "reaches the harness's frames", "weakref": "keeps hidden references",
-    "pickle": "loads arbitrary objects", "marshal": "loads code objects", "shutil": "file writes",
-    "pathlib": "file access", "io": "file access", "tempfile": "file writes", "mmap": "raw memory",
-    "faulthandler": "interpreter internals", "resource": "changes the sandbox's limits",
-    "tenferro": "calls the reference or the baseline kernel", "scipy": "calls a library kernel the "
-    "reference uses (scipy)",
+    "time": "touches timers (time)",
+    "timeit": "touches timers (timeit)",
+    "socket": "network",
+    "http": "network",
+    "urllib": "network",
+    "requests": "network",
+    "ssl": "network",
+    "importlib": "importlib tricks",
+    "imp": "importlib tricks",
+    "pkgutil": "importlib tricks",
+    "runpy": "importlib tricks",
+    "builtins": "patches builtins",
+    "gc": "reaches the harness's objects (gc)",
+    "inspect": "reaches the harness's frames (inspect)",
+    "traceback": "reaches the harness's frames",
+    "weakref": "keeps hidden references",
+    "pickle": "loads arbitrary objects",
+    "marshal": "loads code objects",
+    "shutil": "file writes",
+    "pathlib": "file access",
+    "io": "file access",
+    "tempfile": "file writes",
+    "mmap": "raw memory",
+    "faulthandler": "interpreter internals",
+    "resource": "changes the sandbox's limits",
+    "tenferro": "calls the reference or the baseline kernel",
+    "scipy": "calls a library kernel the reference uses (scipy)",
 }
 CALL_REASONS = {
-    "eval": "eval", "exec": "exec", "compile": "compile", "__import__": "importlib tricks (__import__)",
-    "open": "file access (open)", "globals": "reaches module globals", "locals": "reaches frames",
-    "vars": "reaches object dicts", "setattr": "monkey-patching (setattr)", "delattr": "monkey-patching",
-    "getattr": "dynamic attribute access (getattr)", "breakpoint": "debugger", "input": "reads stdin",
-    "print": "writes to the harness's stdout", "exit": "exits the interpreter", "quit": "exits the interpreter",
+    "eval": "eval",
+    "exec": "exec",
+    "compile": "compile",
+    "__import__": "importlib tricks (__import__)",
+    "open": "file access (open)",
+    "globals": "reaches module globals",
+    "locals": "reaches frames",
+    "vars": "reaches object dicts",
+    "setattr": "monkey-patching (setattr)",
+    "delattr": "monkey-patching",
+    "getattr": "dynamic attribute access (getattr)",
+    "breakpoint": "debugger",
+    "input": "reads stdin",
+    "print": "writes to the harness's stdout",
+    "exit": "exits the interpreter",
+    "quit": "exits the interpreter",
 }
 NUMPY_REASONS = {
-    "save": "file writes", "savez": "file writes", "savetxt": "file writes", "load": "file reads",
-    "loadtxt": "file reads", "fromfile": "file reads", "tofile": "file writes", "memmap": "file-backed memory",
-    "ctypeslib": "raw memory (numpy.ctypeslib)", "as_strided": "raw strided views (as_strided)",
-    "stride_tricks": "raw strided views", "testing": "test helpers", "seterrcall": "error callbacks",
+    "save": "file writes",
+    "savez": "file writes",
+    "savetxt": "file writes",
+    "load": "file reads",
+    "loadtxt": "file reads",
+    "fromfile": "file reads",
+    "tofile": "file writes",
+    "memmap": "file-backed memory",
+    "ctypeslib": "raw memory (numpy.ctypeslib)",
+    "as_strided": "raw strided views (as_strided)",
+    "stride_tricks": "raw strided views",
+    "testing": "test helpers",
+    "seterrcall": "error callbacks",
 }
-LAZY_DUNDERS = {"__array__", "__array_ufunc__", "__array_function__", "__array_interface__",
-                "__array_finalize__", "__array_wrap__", "__getattr__", "__dlpack__", "__del__"}
+LAZY_DUNDERS = {
+    "__array__",
+    "__array_ufunc__",
+    "__array_function__",
+    "__array_interface__",
+    "__array_finalize__",
+    "__array_wrap__",
+    "__getattr__",
+    "__dlpack__",
+    "__del__",
+}
 NARROWER = {
     "float64": {"float32", "single", "float16", "half", "bfloat16", "f4", "f2", "e", "f", "<f4", "<f2"},
     "float32": {"float16", "half", "bfloat16", "f2", "e", "<f2"},
@@ -50,8 +108,9 @@ NARROWER = {
 }
 
 
-def scan(source: str, *, language: str = "numpy", dtype: str = "float32",
-         allowed_extra: tuple[str, ...] = ()) -> list[dict]:
+def scan(
+    source: str, *, language: str = "numpy", dtype: str = "float32", allowed_extra: tuple[str, ...] = ()
+) -> list[dict]:
     """Findings ``{"check": "scan", "line": n, "reason": ...}`` for `source` (a syntax error
     is one finding)."""
     try:
@@ -121,8 +180,7 @@ def scan(source: str, *, language: str = "numpy", dtype: str = "float32",
         elif isinstance(node, ast.Global) and any(n in modules for n in node.names):
             find(node, "rebinds a module name (global)")
     if not any(isinstance(n, ast.FunctionDef) and n.name == "kernel" for n in tree.body):
-        out.append({"check": "scan", "line": 0, "reason": "kernel.py defines no top-level function "
-                    "`kernel`"})
+        out.append({"check": "scan", "line": 0, "reason": "kernel.py defines no top-level function `kernel`"})
     return out
 
 

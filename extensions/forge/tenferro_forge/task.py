@@ -10,8 +10,12 @@ from typing import Any
 from . import ops
 from .errors import ForgeArgumentError, ForgeFileError
 
-LANGUAGES = {"numpy": ("numpy",), "numba": ("numpy", "numba"), "torch": ("torch",),
-             "triton": ("torch", "triton")}
+LANGUAGES = {
+    "numpy": ("numpy",),
+    "numba": ("numpy", "numba"),
+    "torch": ("torch",),
+    "triton": ("torch", "triton"),
+}
 """Candidate language -> the modules its kernel.py may import besides the standard allow list."""
 BACKEND_LANGUAGES = {"numpy": ("numpy", "numba"), "torch": ("torch", "triton")}
 OBJECTIVES = ("latency",)
@@ -30,8 +34,16 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return dims
 
 
-def new_task(directory: str | os.PathLike, op: str, *, device: str, dtype: str, shapes: list,
-             params: dict | None = None, objective: str = "latency") -> Path:
+def new_task(
+    directory: str | os.PathLike,
+    op: str,
+    *,
+    device: str,
+    dtype: str,
+    shapes: list,
+    params: dict | None = None,
+    objective: str = "latency",
+) -> Path:
     """Write task.json and PROMPT.md for a kernel of `op` on `device` in `dtype` over `shapes`
     into `directory` (created; an existing task.json is replaced)."""
     prim = ops.primitive(op)
@@ -39,8 +51,10 @@ def new_task(directory: str | os.PathLike, op: str, *, device: str, dtype: str, 
     params = dict(params or {})
     backend, _, dev_id = device.partition(":")
     if backend not in BACKEND_LANGUAGES or not dev_id:
-        raise ForgeArgumentError(f"forge makes tasks for devices {sorted(BACKEND_LANGUAGES)} "
-                                 f"named like 'numpy:cpu', got {device!r}")
+        raise ForgeArgumentError(
+            f"forge makes tasks for devices {sorted(BACKEND_LANGUAGES)} "
+            f"named like 'numpy:cpu', got {device!r}"
+        )
     if objective not in OBJECTIVES:
         raise ForgeArgumentError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     shapes = [tuple(parse_shape(s) if isinstance(s, str) else s) for s in shapes]
@@ -53,12 +67,20 @@ def new_task(directory: str | os.PathLike, op: str, *, device: str, dtype: str, 
         except Exception as exc:
             raise ForgeArgumentError(f"{op} refuses shape {s} with params {params}: {exc}") from exc
     task = {
-        "forge_task": 1, "op": op, "params": {k: list(v) if isinstance(v, tuple) else v
-                                              for k, v in (canon or {}).items()},
-        "device": device, "backend": backend, "dtype": dtype, "shapes": [list(s) for s in shapes],
-        "objective": objective, "languages": list(BACKEND_LANGUAGES[backend]),
-        "reference": {"kind": "float64-numpy", "kernel": f"tenferro_numpy.kernels.KERNELS[{op!r}]",
-                      "on": "float64 copies of the operands"},
+        "forge_task": 1,
+        "op": op,
+        "params": {k: list(v) if isinstance(v, tuple) else v for k, v in (canon or {}).items()},
+        "device": device,
+        "backend": backend,
+        "dtype": dtype,
+        "shapes": [list(s) for s in shapes],
+        "objective": objective,
+        "languages": list(BACKEND_LANGUAGES[backend]),
+        "reference": {
+            "kind": "float64-numpy",
+            "kernel": f"tenferro_numpy.kernels.KERNELS[{op!r}]",
+            "on": "float64 copies of the operands",
+        },
         "baseline": f"the current dispatch kernel for {op} on {device}",
         "tolerance": ops.tolerance(op, dtype),
         "nin": prim.nin,
@@ -76,11 +98,14 @@ def load_task(directory: str | os.PathLike) -> dict[str, Any]:
     try:
         task = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ForgeFileError(f"{path} does not exist; make the task with `tenferro-forge new OP "
-                             f"--device D --dtype T --shapes ... {directory}` first") from None
+        raise ForgeFileError(
+            f"{path} does not exist; make the task with `tenferro-forge new OP "
+            f"--device D --dtype T --shapes ... {directory}` first"
+        ) from None
     except (OSError, ValueError) as exc:
-        raise ForgeFileError(f"{path} is not readable JSON ({exc}); re-create it with "
-                             f"`tenferro-forge new`") from exc
+        raise ForgeFileError(
+            f"{path} is not readable JSON ({exc}); re-create it with `tenferro-forge new`"
+        ) from exc
     need = ("op", "params", "device", "backend", "dtype", "shapes")
     if not isinstance(task, dict) or any(k not in task for k in need):
         raise ForgeFileError(f"{path} lacks some of {need}; re-create it with `tenferro-forge new`")
@@ -117,21 +142,21 @@ def prompt(task: dict, prim: Any) -> str:
     shapes = ", ".join("x".join(map(str, s)) or "scalar" for s in task["shapes"])
     sig = ", ".join(f"x{i}" for i in range(prim.nin)) + "".join(f", *, {k}" for k in params)
     avals, canon, outs = ops.signature(op, dtype, tuple(task["shapes"][0]), params)
-    return f"""# Forge task: `{op}` on {task['device']} in {dtype}
+    return f"""# Forge task: `{op}` on {task["device"]} in {dtype}
 
-Write a faster kernel for tenferro's `{op}` ({rule}) on `{task['device']}`, dtype `{dtype}`,
-for operand shapes {shapes} (objective: {task['objective']}).
+Write a faster kernel for tenferro's `{op}` ({rule}) on `{task["device"]}`, dtype `{dtype}`,
+for operand shapes {shapes} (objective: {task["objective"]}).
 
 ## Semantics
 
 - Operands: {prim.nin}, each of the same shape, dtype `{dtype}`.
 - docs/primitives.md: {row}
 - Params (canonical, exact types): `{canon}`.
-- Shape and dtype rule: for operands {', '.join(a.str_short() for a in avals)} the result is
-  {', '.join(a.str_short() for a in outs)} (the catalog's abstract eval; other shapes follow the same rule).
-- Reference: {task['reference']['kernel']} run on {task['reference']['on']}; your result is
+- Shape and dtype rule: for operands {", ".join(a.str_short() for a in avals)} the result is
+  {", ".join(a.str_short() for a in outs)} (the catalog's abstract eval; other shapes follow the same rule).
+- Reference: {task["reference"]["kernel"]} run on {task["reference"]["on"]}; your result is
   compared with it over the whole output.
-- Tolerance: {task['tolerance']}. NaN and infinities must sit where the reference has them.
+- Tolerance: {task["tolerance"]}. NaN and infinities must sit where the reference has them.
 
 ## Kernel contract (docs/backends.md)
 
@@ -145,8 +170,8 @@ the op allows, not only the task's.
 ## Files to produce (in this directory)
 
 - `kernel.py` defining `def kernel({sig})` returning the result.
-- `metadata.json`: `{{"author": "...", "language": one of {task['languages']}, "op": "{op}",
-  "signature": {{"dtype": "{dtype}", "device": "{task['device']}"}}, "claims": "what is faster and why"}}`.
+- `metadata.json`: `{{"author": "...", "language": one of {task["languages"]}, "op": "{op}",
+  "signature": {{"dtype": "{dtype}", "device": "{task["device"]}"}}, "claims": "what is faster and why"}}`.
 - optional `tests/`.
 
 ## Forbidden (the static scan rejects these with a reason per finding)

@@ -28,13 +28,18 @@ def forge_registry(tmp_path_factory, monkeypatch):
     return reg
 
 
-def make_task(directory: Path, candidate: Path | None, shapes=SMALL, op="reduce_max",
-              params=None) -> Path:
+def make_task(directory: Path, candidate: Path | None, shapes=SMALL, op="reduce_max", params=None) -> Path:
     """A reduce_max float32 task over `shapes` in `directory`, holding `candidate`'s files."""
     from tenferro_forge.task import new_task
 
-    new_task(directory, op, device="numpy:cpu", dtype="float32", shapes=shapes,
-             params={"axes": [1]} if params is None else params)
+    new_task(
+        directory,
+        op,
+        device="numpy:cpu",
+        dtype="float32",
+        shapes=shapes,
+        params={"axes": [1]} if params is None else params,
+    )
     if candidate is not None:
         for f in candidate.iterdir():
             if f.is_file():

@@ -7,7 +7,6 @@ import json
 
 import pytest
 from conftest import BENCH, EXAMPLE, FIXTURES, make_task
-
 from tenferro_forge import gates
 
 REJECTED_BY_VERIFY = {
@@ -49,8 +48,17 @@ def test_wrong_metadata_names_every_field(tmp_path):
     d = make_task(tmp_path / "t", FIXTURES / "wrong_metadata")
     reasons = " ".join(f["reason"] for f in gates.verify(d).findings)
     assert "'claims' must be a str" in reasons
-    (d / "metadata.json").write_text(json.dumps({"author": "a", "language": "cobol", "op": "reduce_min",
-                                                 "signature": {"dtype": "float64"}, "claims": "c"}))
+    (d / "metadata.json").write_text(
+        json.dumps(
+            {
+                "author": "a",
+                "language": "cobol",
+                "op": "reduce_min",
+                "signature": {"dtype": "float64"},
+                "claims": "c",
+            }
+        )
+    )
     reasons = " ".join(f["reason"] for f in gates.verify(d).findings)
     assert "cobol" in reasons and "reduce_min" in reasons and "does not name the task's dtype" in reasons
 

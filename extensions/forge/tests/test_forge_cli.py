@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from conftest import BENCH, EXAMPLE, FIXTURES, make_task
-
 from tenferro_forge import gates, registry
 from tenferro_forge.cli import main
 
@@ -63,8 +62,9 @@ def test_same_candidate_twice_gives_overlapping_intervals(example_gates):
 
 def test_module_and_console_script_run(tmp_path):
     env = {**os.environ, "TENFERRO_FORGE_REGISTRY": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "tenferro_forge", "list"], env=env, capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "tenferro_forge", "list"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and out.stdout == ""
     script = Path(sys.executable).with_name("tenferro-forge")
     out = subprocess.run([str(script), "--help"], env=env, capture_output=True, text=True, timeout=60)

@@ -4,9 +4,9 @@ once (inside the dispatch memo), falling back to the next kernel by priority; pl
 from __future__ import annotations
 
 import numpy as np
-from tenferro_numpy import plugin as numpy_plugin
 
 from tenferro_core.plugins import hookimpl
+from tenferro_numpy import plugin as numpy_plugin
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.runtime import Runtime, use_runtime
 

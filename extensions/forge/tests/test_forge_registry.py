@@ -14,13 +14,13 @@ import threading
 import numpy as np
 import pytest
 from conftest import FIXTURES, make_task
-from tenferro_numpy import plugin as numpy_plugin
-
-import tenferro_runtime as tr
 from tenferro_forge import plugin as forge_plugin
 from tenferro_forge import registry
 from tenferro_forge.errors import PromotionError, RegistryError
 from tenferro_forge.gates import Report
+
+import tenferro_runtime as tr
+from tenferro_numpy import plugin as numpy_plugin
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.runtime import Runtime, use_runtime
 
@@ -83,7 +83,9 @@ def test_round_trip_promote_dispatch_revoke(promoted, monkeypatch, example_gates
         registry.revoke(kid)
     with pytest.raises(LookupError):
         registry.show(kid)
-    assert registry.promote(d, verify_report=example_gates[1], bench_report=example_gates[2])["id"].endswith("_v2")
+    assert registry.promote(d, verify_report=example_gates[1], bench_report=example_gates[2])["id"].endswith(
+        "_v2"
+    )
 
 
 def test_corrupt_registry_is_ignored_with_a_warning(promoted):
@@ -91,7 +93,9 @@ def test_corrupt_registry_is_ignored_with_a_warning(promoted):
     with pytest.warns(forge_plugin.ForgeWarning, match="corrupt"):
         rt = _runtime()
     assert any("registry ignored" in n for n in _notes(rt))
-    assert ("numpy", "reduce_max") not in {k for k, v in rt.kernels.items() if v[2].startswith("tenferro_forge")}
+    assert ("numpy", "reduce_max") not in {
+        k for k, v in rt.kernels.items() if v[2].startswith("tenferro_forge")
+    }
     with pytest.raises(RegistryError):
         registry.entries()
 
@@ -107,18 +111,25 @@ def test_entries_that_cannot_serve_are_skipped_with_a_note(promoted, monkeypatch
     monkeypatch.setenv("TENFERRO_FORGE_COUNT", "1")
     kid, base = promoted["id"], registry.root()
     if what == "source":
-        (base / promoted["source"]).write_text("import numpy as np\n\ndef kernel(x, *, axes):\n"
-                                               "    return np.zeros(x.shape[:1], x.dtype)\n")
+        (base / promoted["source"]).write_text(
+            "import numpy as np\n\ndef kernel(x, *, axes):\n    return np.zeros(x.shape[:1], x.dtype)\n"
+        )
     else:
-        change = {"hand_edit": {"statistics": [{"ci_low": 99.0}]},
-                  "fingerprint": {"device_fingerprint": "0" * 16},
-                  "versions": {"versions": {**promoted["versions"], "numpy": "0.0"}}}[what]
+        change = {
+            "hand_edit": {"statistics": [{"ci_low": 99.0}]},
+            "fingerprint": {"device_fingerprint": "0" * 16},
+            "versions": {"versions": {**promoted["versions"], "numpy": "0.0"}},
+        }[what]
         index = _edit(kid, **change)
         if what != "hand_edit":  # an honest entry from another machine or install
             index["entries"][kid]["entry_hash"] = registry.entry_hash(index["entries"][kid])
         registry.write_index(base, index)
-    want = {"hand_edit": "edited by hand", "fingerprint": "another machine",
-            "versions": "other versions", "source": "source changed"}[what]
+    want = {
+        "hand_edit": "edited by hand",
+        "fingerprint": "another machine",
+        "versions": "other versions",
+        "source": "source changed",
+    }[what]
     if what in ("hand_edit", "source"):
         with pytest.warns(forge_plugin.ForgeWarning, match=want):
             rt = _runtime()
@@ -133,8 +144,13 @@ def test_entries_that_cannot_serve_are_skipped_with_a_note(promoted, monkeypatch
 
 def test_opt_out_and_the_plugin_listing(promoted):
     env = {**os.environ, "TENFERRO_FORGE_REGISTRY": str(registry.root())}
-    out = subprocess.run([sys.executable, "-m", "tenferro_runtime", "plugins"], env=env,
-                         capture_output=True, text=True, timeout=120).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "tenferro_runtime", "plugins"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     assert f"note: promoted kernel {promoted['id']} serves reduce_max" in out
     os.environ["TENFERRO_FORGE_DISABLE"] = "1"
     try:
@@ -147,8 +163,10 @@ def test_opt_out_and_the_plugin_listing(promoted):
 
 def _reports():
     shapes = [{"shape": [8192, 32], "ci_low": 2.0, "calls": 30}]
-    return {"verify_report": Report("verify", True), "bench_report": Report("bench", True, details={
-        "shapes": shapes, "gate": 1.1})}
+    return {
+        "verify_report": Report("verify", True),
+        "bench_report": Report("bench", True, details={"shapes": shapes, "gate": 1.1}),
+    }
 
 
 def test_racing_promotions_get_one_id_per_source(tmp_path):

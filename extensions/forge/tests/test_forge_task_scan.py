@@ -10,7 +10,6 @@ import pytest
 from conftest import make_task
 from hypothesis import example, given
 from hypothesis import strategies as st
-
 from tenferro_forge import gates, ops
 from tenferro_forge.errors import ForgeArgumentError, ForgeFileError
 from tenferro_forge.registry import shape_bucket
@@ -19,39 +18,73 @@ from tenferro_forge.task import load_task, new_task, parse_shape
 
 
 def test_new_task_writes_task_json_and_prompt(tmp_path):
-    d = new_task(tmp_path / "t", "reduce_max", device="numpy:cpu", dtype="float32",
-                 shapes=["4096x32", (64, 64)], params={"axes": [1]})
+    d = new_task(
+        tmp_path / "t",
+        "reduce_max",
+        device="numpy:cpu",
+        dtype="float32",
+        shapes=["4096x32", (64, 64)],
+        params={"axes": [1]},
+    )
     task = json.loads((d / "task.json").read_text())
     assert task["op"] == "reduce_max" and task["params"] == {"axes": [1]}
     assert task["shapes"] == [[4096, 32], [64, 64]] and task["objective"] == "latency"
     assert task["reference"]["kind"] == "float64-numpy" and task["languages"] == ["numpy", "numba"]
     text = (d / "PROMPT.md").read_text()
-    for words in ("NaN propagates", "float32[4096,32] the result is", "float32[4096]", "Kernel contract",
-                  "def kernel(x0, *, axes)", "metadata.json", "exact: the result must equal",
-                  "caching results across calls", "1.10x"):
+    for words in (
+        "NaN propagates",
+        "float32[4096,32] the result is",
+        "float32[4096]",
+        "Kernel contract",
+        "def kernel(x0, *, axes)",
+        "metadata.json",
+        "exact: the result must equal",
+        "caching results across calls",
+        "1.10x",
+    ):
         assert words in text, words
     assert load_task(d)["shapes"] == [(4096, 32), (64, 64)]
-    sum_prompt = (new_task(tmp_path / "s", "reduce_sum", device="numpy:cpu", dtype="float64",
-                           shapes=[(8, 8)], params={"axes": [0, 1]}) / "PROMPT.md").read_text()
+    sum_prompt = (
+        new_task(
+            tmp_path / "s",
+            "reduce_sum",
+            device="numpy:cpu",
+            dtype="float64",
+            shapes=[(8, 8)],
+            params={"axes": [0, 1]},
+        )
+        / "PROMPT.md"
+    ).read_text()
     assert "log2 n + 1" in sum_prompt and "float64[]" in sum_prompt
-    add = (new_task(tmp_path / "a", "add", device="numpy:cpu", dtype="float16", shapes=[()]) / "PROMPT.md").read_text()
+    add = (
+        new_task(tmp_path / "a", "add", device="numpy:cpu", dtype="float16", shapes=[()]) / "PROMPT.md"
+    ).read_text()
     assert "def kernel(x0, x1)" in add and "8 eps" in add
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"op": "dot_general"}, "cannot make a task for op 'dot_general'"),
-    ({"op": "nope"}, "cannot make a task"),
-    ({"dtype": "int32"}, "float dtypes"),
-    ({"device": "cuda"}, "named like 'numpy:cpu'"),
-    ({"shapes": ["4x0"]}, "refuses shape (4, 0)"),
-    ({"shapes": ["4xq"]}, "dimensions joined by 'x'"),
-    ({"shapes": []}, "at least one shape"),
-    ({"params": {"axes": [5]}}, "refuses shape"),
-    ({"objective": "energy"}, "objective must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"op": "dot_general"}, "cannot make a task for op 'dot_general'"),
+        ({"op": "nope"}, "cannot make a task"),
+        ({"dtype": "int32"}, "float dtypes"),
+        ({"device": "cuda"}, "named like 'numpy:cpu'"),
+        ({"shapes": ["4x0"]}, "refuses shape (4, 0)"),
+        ({"shapes": ["4xq"]}, "dimensions joined by 'x'"),
+        ({"shapes": []}, "at least one shape"),
+        ({"params": {"axes": [5]}}, "refuses shape"),
+        ({"objective": "energy"}, "objective must be one of"),
+    ],
+)
 def test_new_task_bad_arguments_are_typed_errors(tmp_path, kwargs, words):
-    args = {"op": "reduce_max", "device": "numpy:cpu", "dtype": "float32", "shapes": ["8x8"],
-            "params": {"axes": [1]}, **kwargs}
+    args = {
+        "op": "reduce_max",
+        "device": "numpy:cpu",
+        "dtype": "float32",
+        "shapes": ["8x8"],
+        "params": {"axes": [1]},
+        **kwargs,
+    }
     op = args.pop("op")
     with pytest.raises(ForgeArgumentError, match=words.replace("(", r"\(").replace(")", r"\)")) as info:
         new_task(tmp_path / "t", op, **args)
@@ -132,8 +165,9 @@ def test_scan_names_each_family(snippet):
 
 def test_scan_accepts_honest_code_and_reports_structure():
     assert scan(HONEST) == []
-    assert scan(HONEST.replace("np.max", "np.max") + "y = np.float32\n", dtype="float64")[0]["reason"].startswith(
-        "dtype downcast")
+    assert scan(HONEST.replace("np.max", "np.max") + "y = np.float32\n", dtype="float64")[0][
+        "reason"
+    ].startswith("dtype downcast")
     assert scan(HONEST + "y = np.float32\n", dtype="float32") == []  # float32 is the task's own
     assert scan("import numpy as np\n", dtype="float32")[0]["reason"].endswith("function `kernel`")
     assert "syntax error" in scan("def kernel(:\n")[0]["reason"]
@@ -147,7 +181,9 @@ def test_tolerance_accepts_float32_sums_and_rejects_half_precision(n, seed):
     x = rng.standard_normal((3, n)).astype(np.float32)
     ref = ops.reference("reduce_sum", [x], {"axes": [1]})
     params = {"axes": [1]}
-    assert ops.mismatch("reduce_sum", "float32", [x], params, np.sum(x, axis=1, dtype=np.float32), ref) is None
+    assert (
+        ops.mismatch("reduce_sum", "float32", [x], params, np.sum(x, axis=1, dtype=np.float32), ref) is None
+    )
     naive = np.zeros(3, np.float32)
     for j in range(n):
         naive += x[:, j]
@@ -158,15 +194,26 @@ def test_tolerance_accepts_float32_sums_and_rejects_half_precision(n, seed):
     e = rng.standard_normal(8).astype(np.float32)
     exp_ref = ops.reference("exp", [e], {})
     assert ops.mismatch("exp", "float32", [e], {}, np.exp(e), exp_ref) is None
-    assert ops.mismatch("exp", "float32", [e], {}, np.exp(e.astype(np.float16)).astype(np.float32),
-                        exp_ref) is not None
+    assert (
+        ops.mismatch("exp", "float32", [e], {}, np.exp(e.astype(np.float16)).astype(np.float32), exp_ref)
+        is not None
+    )
 
 
 def test_numpy_scalar_result_is_a_contract_finding(tmp_path):
     d = make_task(tmp_path / "exp", None, shapes=[(4, 4)], op="exp", params={})
     (d / "kernel.py").write_text("import numpy as np\n\n\ndef kernel(x):\n    return np.exp(x)\n")
-    (d / "metadata.json").write_text(json.dumps({"author": "t", "language": "numpy", "op": "exp", "signature": {
-        "dtype": "float32", "device": "numpy:cpu"}, "claims": "none"}))
+    (d / "metadata.json").write_text(
+        json.dumps(
+            {
+                "author": "t",
+                "language": "numpy",
+                "op": "exp",
+                "signature": {"dtype": "float32", "device": "numpy:cpu"},
+                "claims": "none",
+            }
+        )
+    )
     report = gates.verify(d, seeds=(0,))
     assert [f["check"] for f in report.findings] == ["contract"]
     assert "edge shape (): returned a NumPy scalar" in report.findings[0]["reason"]
@@ -175,25 +222,50 @@ def test_numpy_scalar_result_is_a_contract_finding(tmp_path):
 def test_special_values_must_sit_where_the_reference_has_them():
     x = np.array([[1.0, np.nan], [np.inf, 2.0]], np.float32)
     ref = ops.reference("reduce_max", [x], {"axes": [1]})
-    assert ops.mismatch("reduce_max", "float32", [x], {"axes": [1]}, np.array([np.nan, np.inf], np.float32), ref) is None
-    assert "NaN pattern" in ops.mismatch("reduce_max", "float32", [x], {"axes": [1]},
-                                         np.array([1.0, np.inf], np.float32), ref)
-    assert "infinity" in ops.mismatch("reduce_max", "float32", [x], {"axes": [1]},
-                                      np.array([np.nan, 3.0], np.float32), ref)
+    assert (
+        ops.mismatch("reduce_max", "float32", [x], {"axes": [1]}, np.array([np.nan, np.inf], np.float32), ref)
+        is None
+    )
+    assert "NaN pattern" in ops.mismatch(
+        "reduce_max", "float32", [x], {"axes": [1]}, np.array([1.0, np.inf], np.float32), ref
+    )
+    assert "infinity" in ops.mismatch(
+        "reduce_max", "float32", [x], {"axes": [1]}, np.array([np.nan, 3.0], np.float32), ref
+    )
 
 
-@pytest.mark.parametrize("op, params, source", [
-    ("exp", {}, "import numpy as np\n\n\ndef kernel(x):\n    return np.exp(x, out=...)\n"),
-    ("add", {}, "import numpy as np\n\n\ndef kernel(x, y):\n    return np.add(x, y, out=...)\n"),
-    ("reduce_sum", {"axes": [0]}, "import numpy as np\n\n\ndef kernel(x, *, axes):\n"
-                                  "    return np.asarray(np.sum(x, axis=axes, dtype=x.dtype))\n"),
-    ("rsqrt", {}, "import numpy as np\n\n\ndef kernel(x):\n    out = np.sqrt(x, out=...)\n"
-                  "    np.reciprocal(out, out=out)\n    return out\n"),
-])
+@pytest.mark.parametrize(
+    "op, params, source",
+    [
+        ("exp", {}, "import numpy as np\n\n\ndef kernel(x):\n    return np.exp(x, out=...)\n"),
+        ("add", {}, "import numpy as np\n\n\ndef kernel(x, y):\n    return np.add(x, y, out=...)\n"),
+        (
+            "reduce_sum",
+            {"axes": [0]},
+            "import numpy as np\n\n\ndef kernel(x, *, axes):\n"
+            "    return np.asarray(np.sum(x, axis=axes, dtype=x.dtype))\n",
+        ),
+        (
+            "rsqrt",
+            {},
+            "import numpy as np\n\n\ndef kernel(x):\n    out = np.sqrt(x, out=...)\n"
+            "    np.reciprocal(out, out=out)\n    return out\n",
+        ),
+    ],
+)
 def test_other_ops_verify_honest_numpy_candidates(tmp_path, op, params, source):
     d = make_task(tmp_path / op, None, shapes=[(64, 48)], op=op, params=params)
     (d / "kernel.py").write_text(source)
-    (d / "metadata.json").write_text(json.dumps({"author": "t", "language": "numpy", "op": op, "signature": {
-        "dtype": "float32", "device": "numpy:cpu"}, "claims": "none"}))
+    (d / "metadata.json").write_text(
+        json.dumps(
+            {
+                "author": "t",
+                "language": "numpy",
+                "op": op,
+                "signature": {"dtype": "float32", "device": "numpy:cpu"},
+                "claims": "none",
+            }
+        )
+    )
     report = gates.verify(d, seeds=(0,))
     assert report.ok, report.findings
