@@ -7,6 +7,7 @@ import json
 
 import pytest
 from conftest import BENCH, EXAMPLE, FIXTURES, make_task
+
 from tenferro_forge import gates
 
 REJECTED_BY_VERIFY = {

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import BENCH, EXAMPLE, FIXTURES, make_task
+
 from tenferro_forge import gates, registry
 from tenferro_forge.cli import main
 

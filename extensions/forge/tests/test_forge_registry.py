@@ -14,12 +14,12 @@ import threading
 import numpy as np
 import pytest
 from conftest import FIXTURES, make_task
+
+import tenferro_runtime as tr
 from tenferro_forge import plugin as forge_plugin
 from tenferro_forge import registry
 from tenferro_forge.errors import PromotionError, RegistryError
 from tenferro_forge.gates import Report
-
-import tenferro_runtime as tr
 from tenferro_numpy import plugin as numpy_plugin
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.runtime import Runtime, use_runtime
