@@ -12,7 +12,7 @@ from .errors import (CheckMismatchError, ExportError, ModelFormatError, OnnxErro
 
 __version__ = "0.1.0"
 
-_LAZY = {"export": "export", "save": "export", "check": "check", "CheckResult": "check",
+_LAZY = {"export": "exporter", "save": "exporter", "check": "checking", "CheckResult": "checking",
          "import_model": "importer", "CANNOT_EXPORT": "lower"}
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from tenferro_core import dtypes as D
 
+from ._ort import BOOL_OUT, INT64_OUT, ORDER, carrier
 from .errors import ExportError
 
 MIN_OPSET = 18
@@ -56,6 +57,7 @@ class Builder:
             self.const_names: dict[tuple, str] = {}
             # dynamic axes: sentinel size -> (axis label, the name of its runtime size, int64 [1])
             self.dims: dict[int, tuple[str, str]] = {}
+            self.types: dict[str, str] = {}  # value name -> dtype name (where known)
 
     def sub(self) -> Builder:
         b = Builder(self.opset, self.root)
@@ -88,13 +90,56 @@ class Builder:
 
     def op(self, op_type: str, inputs: list[str], *, outs: int = 1, hint: str | None = None,
            **attrs: Any) -> Any:
-        """Append an ONNX node; its output name (a list of `outs` names when outs != 1)."""
+        """Append an ONNX node; its output name (a list of `outs` names when outs != 1). Where
+        onnxruntime has no kernel for the operands' dtype (`_ort.SUPPORTED`), the node runs in a
+        carrier dtype between casts."""
+        types = self.root.types
+        data = 1 if op_type == "Where" else 0
+        dt = types.get(inputs[data]) if len(inputs) > data and inputs[data] else None
+        c = carrier(op_type, dt) if dt is not None else None
+        if c is not None:
+            return self._carried(op_type, inputs, dt, c, outs, hint, attrs)
+        return self._emit(op_type, inputs, outs, hint, attrs)
+
+    def _emit(self, op_type: str, inputs: list[str], outs: int, hint: str | None, attrs: dict) -> Any:
         from onnx import helper
 
         names = [self.fresh(hint or op_type.lower()) for _ in range(outs)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
         self.nodes.append(helper.make_node(op_type, list(inputs), names, **attrs))
+        types = self.root.types
+        for i, n in enumerate(names):
+            t = _out_type(op_type, [types.get(x) for x in inputs], attrs, i)
+            if t is not None:
+                types[n] = t
         return names[0] if outs == 1 else names
+
+    def _carried(self, op_type: str, inputs: list[str], dt: str, c: str, outs: int, hint: Any,
+                 attrs: dict) -> Any:
+        types = self.root.types
+        order = dt == "uint64" and op_type in ORDER  # flip the sign bit: uint64 order as int64
+        flip = self.const(np.array(np.iinfo(np.int64).min, np.int64), hint="signbit") if order else None
+
+        def to_c(x: str) -> str:
+            y = self._emit("Cast", [x], 1, None, {"to": ONNX_DTYPE[c]})
+            return self._emit("BitwiseXor", [y, flip], 1, None, {}) if order else y
+
+        def back(x: str) -> str:
+            if order:
+                x = self._emit("BitwiseXor", [x, flip], 1, None, {})
+            return self._emit("Cast", [x], 1, hint, {"to": ONNX_DTYPE[dt]})
+
+        first = 1 if op_type == "Where" else 0
+        orig = [types.get(x) for x in inputs]
+        ins = [to_c(x) if i >= first and x and types.get(x) == dt else x for i, x in enumerate(inputs)]
+        res = self._emit(op_type, ins, outs, None, attrs)
+        res = res if isinstance(res, list) else [res]
+        res = [back(r) if _out_type(op_type, orig, attrs, i) == dt else r for i, r in enumerate(res)]
+        return res[0] if outs == 1 else res
+
+    def settype(self, name: str, dtype: Any) -> str:
+        self.root.types[name] = dtype.name
+        return name
 
     def const(self, value: Any, dtype: Any = None, hint: str = "const") -> str:
         """An initializer holding `value` (deduplicated by dtype, shape and bytes)."""
@@ -108,7 +153,8 @@ class Builder:
         hit = r.const_names.get(key)
         if hit is None:
             hit = r.const_names[key] = self.fresh(hint)
-            r.initializers.append(numpy_helper.from_array(np.ascontiguousarray(arr), hit))
+            r.initializers.append(numpy_helper.from_array(np.array(arr, order="C"), hit))
+            r.types[hit] = _np_name(arr.dtype)
         return hit
 
     def named_const(self, arr: np.ndarray, name: str) -> str:
@@ -116,7 +162,8 @@ class Builder:
         from onnx import numpy_helper
 
         name = self.reserve(name)
-        self.root.initializers.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        self.root.initializers.append(numpy_helper.from_array(np.array(arr, order="C"), name))
+        self.root.types[name] = _np_name(arr.dtype)
         return name
 
     def dynamic(self, n: int) -> list[int]:
@@ -172,6 +219,25 @@ class Builder:
 
     def cast(self, x: str, dtype: Any) -> str:
         return self.op("Cast", [x], to=onnx_dtype(dtype))
+
+
+def _np_name(dt: np.dtype) -> str:
+    return "bfloat16" if dt.name == "bfloat16" else ("bool" if dt == np.bool_ else dt.name)
+
+
+def _out_type(op: str, ins: list, attrs: dict, i: int) -> str | None:
+    """The dtype name of output `i` of an ONNX node (None where not tracked)."""
+    if op in BOOL_OUT:
+        return "bool"
+    if op in INT64_OUT or (op == "TopK" and i == 1):
+        return "int64"
+    if op == "Cast":
+        return FROM_ONNX.get(attrs["to"])
+    if op == "Where":
+        return ins[1] if len(ins) > 1 else None
+    if op in ("If", "Loop", "Scan"):
+        return None
+    return ins[0] if ins else None
 
 
 __all__ = ["Builder", "DEFAULT_OPSET", "FROM_ONNX", "MIN_OPSET", "ONNX_DTYPE", "np_dtype", "onnx_dtype"]

@@ -11,6 +11,8 @@ from ._builder import Builder, np_dtype
 from .errors import ExportError
 
 CANNOT_EXPORT: dict[str, str] = {
+    "bitcast_convert": "ONNX has BitCast only from opset 26, which onnxruntime 1.32 cannot run; export "
+                       "with opset=26 to get it anyway",
     "tenferro_ad.custom_vjp_lin.v1": "a linearized custom_vjp exists only inside reverse-mode AD; export "
                                      "the function itself, not its gradient's internals",
     "tenferro_ad.checkpoint_lin.v1": "a linearized checkpoint exists only inside reverse-mode AD",
@@ -73,10 +75,26 @@ def lower_graph(b: Builder, graph: Any, env: dict) -> list[str]:
     return outs
 
 
+def _all_empty(b: Builder, node: Any) -> bool:
+    """Every output has a zero-size static shape (ONNX ops disagree on empty edge cases, and an
+    empty constant is exact). Effectful nodes and nodes that hold graphs are lowered as usual."""
+    if node.prim.effects or getattr(node.prim, "subgraphs", None) is not None:
+        return False
+    for v in node.outputs:
+        shape = v.aval.shape
+        if 0 not in shape or any(b.dynamic(n) for n in shape):
+            return False
+    return True
+
+
 def lower_node(b: Builder, node: Any, env: dict) -> None:
     name = node.prim.name
     b.site, b.prim = node.site, name
     fn = rule_for(name)
+    if fn is not None and node.outputs and _all_empty(b, node):
+        env.update((v, b.const(np.zeros(v.aval.shape, np_dtype(v.aval.dtype)), hint="empty"))
+                   for v in node.outputs)
+        return
     if fn is None:
         why = CANNOT_EXPORT.get(name, "no ONNX lowering rule is registered for it")
         raise ExportError(f"{name} (at {node.site}) cannot be exported to ONNX (opset {b.opset}): {why}")

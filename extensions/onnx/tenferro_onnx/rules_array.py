@@ -34,6 +34,8 @@ def reshape(b: Builder, node: Any, ins: list[str]) -> str:
 
 
 def transpose(b: Builder, node: Any, ins: list[str]) -> str:
+    if len(node.params["permutation"]) == 0:
+        return b.op("Identity", ins)
     return b.op("Transpose", ins, perm=list(node.params["permutation"]))
 
 
@@ -119,7 +121,11 @@ def pad_general(b: Builder, x: str, shape: tuple, config: tuple, value: str, dt:
     shape = list(shape)
     for axis, (_, _, interior) in enumerate(config):
         x = _pad_interior(b, x, shape, axis, interior, value, dt)
-    # negative lo/hi crop first, then pad the rest
+    # pad by the positive lo/hi, then crop by the negative ones
+    pads = [max(lo, 0) for lo, _, _ in config] + [max(hi, 0) for _, hi, _ in config]
+    if any(pads):
+        x = b.op("Pad", [x, b.ints(pads), value])
+        shape = [n + max(lo, 0) + max(hi, 0) for n, (lo, hi, _) in zip(shape, config)]
     starts, ends, axes = [], [], []
     for axis, (lo, hi, _) in enumerate(config):
         if lo < 0 or hi < 0:
@@ -128,12 +134,8 @@ def pad_general(b: Builder, x: str, shape: tuple, config: tuple, value: str, dt:
             starts.append(s)
             ends.append(max(e, s))
             axes.append(axis)
-            shape[axis] = max(e - s, 0)
     if axes:
         x = b.op("Slice", [x, b.ints(starts), b.ints(ends), b.ints(axes)])
-    pads = [max(lo, 0) for lo, _, _ in config] + [max(hi, 0) for _, hi, _ in config]
-    if any(pads):
-        x = b.op("Pad", [x, b.ints(pads), value])
     return x
 
 
@@ -165,10 +167,10 @@ def _axes_first(b: Builder, x: str, ndim: int, axes: tuple) -> tuple[str, list]:
 
 def _index_rows(b: Builder, node: Any, idx: str, axes: tuple) -> str:
     dt = _aval(node, 1).dtype
+    if dt == D.uint64:  # beyond int64: clamp (gather) or out of range (scatter) either way
+        big = np.iinfo(np.int64).max
+        idx = b.op("Min", [idx, b.const(np.array(big, np.uint64), hint="c")])
     if dt != D.int64:
-        if dt == D.uint64:
-            raise ExportError(f"{node.prim.name} (at {node.site}): uint64 indices have no exact ONNX "
-                              f"lowering; convert the indices to int64")
         idx = b.cast(idx, D.int64)
     return idx
 
@@ -216,6 +218,10 @@ def _scatter(add: bool) -> Any:
         if dt == D.bool_:
             xt, upd = b.cast(xt, D.uint8), b.cast(upd, D.uint8)
         red = ("max" if dt == D.bool_ else "add") if add else None
+        if add and dt.kind == "f" and dt.bits < 32:  # no half-precision ScatterND add kernel
+            y = _scatter(True)(b, _with_dtype(node, D.float32), [b.cast(x, D.float32), ins[1],
+                                                                   b.cast(upd, D.float32)])
+            return b.cast(y, dt)
         y = b.op("ScatterND", [xt, idx, upd], reduction=red)
         if dt == D.bool_:
             y = b.cast(y, D.bool_)
@@ -223,6 +229,24 @@ def _scatter(add: bool) -> Any:
         inv = [perm.index(i) for i in range(len(shape))]
         return y if inv == list(range(len(shape))) else b.op("Transpose", [y], perm=inv)
     return rule
+
+
+class _Retyped:
+    def __init__(self, node: Any, dtype: Any):
+        from tenferro_core.avals import Aval
+
+        self.prim, self.params, self.site, self.outputs = node.prim, node.params, node.site, node.outputs
+        self.inputs = [_V(Aval(v.aval.shape, dtype if i != 1 else v.aval.dtype, v.aval.device))
+                       for i, v in enumerate(node.inputs)]
+
+
+class _V:
+    def __init__(self, aval: Any):
+        self.aval = aval
+
+
+def _with_dtype(node: Any, dtype: Any) -> Any:
+    return _Retyped(node, dtype)
 
 
 def _scatter_all(b: Builder, node: Any, ins: list[str]) -> str:
@@ -239,7 +263,11 @@ def _scatter_all(b: Builder, node: Any, ins: list[str]) -> str:
     if dt == D.bool_:
         s = b.op("ReduceMax", [b.cast(upd, D.uint8), b.ints(range(nb))], keepdims=0)
         return b.op("Or", [x, b.cast(s, D.bool_)])
-    return b.op("Add", [x, b.op("ReduceSum", [upd, b.ints(range(nb))], keepdims=0)])
+    if dt.kind in "iu":
+        total = _int_reduce(b, upd, ua.shape, tuple(range(nb)), True, dt)
+    else:
+        total = b.op("ReduceSum", [upd, b.ints(range(nb))], keepdims=0)
+    return b.op("Add", [x, total])
 
 
 def iota(b: Builder, node: Any, ins: list[str]) -> str:
@@ -278,6 +306,8 @@ def _reduce(op_type: str, bool_op: str | None = None) -> Any:
         dt = _aval(node).dtype
         if not axes:
             return b.op("Identity", [x])
+        if dt.kind in "iu" and op_type in ("ReduceSum", "ReduceProd"):
+            return _int_reduce(b, x, _aval(node).shape, axes, op_type == "ReduceSum", dt)
         if dt == D.bool_ and bool_op is not None:
             r = b.op(bool_op, [b.cast(x, D.uint8), b.ints(axes)], keepdims=0)
             return b.cast(r, D.bool_)
@@ -287,6 +317,35 @@ def _reduce(op_type: str, bool_op: str | None = None) -> Any:
             r = b.op("Where", [b.cast(nan, D.bool_), b.scalar(np.nan, dt), r])
         return r
     return rule
+
+
+def _int_reduce(b: Builder, x: str, shape: tuple, axes: tuple, add: bool, dt: Any) -> str:
+    """Exact integer sum/product (onnxruntime's ReduceSum/ReduceProd round int64 through
+    double): the reduced axes moved last and flattened; CumSum's last element for a sum, halving
+    products for a product."""
+    keep = [a for a in range(len(shape)) if a not in axes]
+    perm = keep + list(axes)
+    if perm != list(range(len(shape))):
+        x = b.op("Transpose", [x], perm=perm)
+    rest = tuple(shape[a] for a in keep)
+    k = int(np.prod([shape[a] for a in axes]))
+    if k == 0 or int(np.prod(rest)) == 0:
+        return b.full(0 if add else 1, dt, rest)
+    x = _reshape(b, x, rest + (k,))
+    n = len(rest)
+    if add:
+        c = b.op("CumSum", [x, b.scalar(n, D.int64)])
+        return b.op("Gather", [c, b.scalar(k - 1, D.int64)], axis=n)
+    size = 1 << (k - 1).bit_length()
+    if size != k:
+        pads = [0] * (n + 1) + [0] * n + [size - k]
+        x = b.op("Pad", [x, b.ints(pads), b.scalar(1, dt)])
+    while size > 1:
+        size //= 2
+        lo = b.op("Slice", [x, b.ints([0]), b.ints([size]), b.ints([n])])
+        hi = b.op("Slice", [x, b.ints([size]), b.ints([2 * size]), b.ints([n])])
+        x = b.op("Mul", [lo, hi])
+    return _reshape(b, x, rest)
 
 
 def _arg(op_type: str) -> Any:
@@ -322,15 +381,6 @@ def _argsort_indices(b: Builder, node: Any, x: str) -> str:
     a = _aval(node)
     axis, desc = p["dimension"], p["descending"]
     n = a.shape[axis]
-    if a.dtype == D.bool_:
-        x = b.cast(x, D.int32)
-    elif a.dtype.kind in "iu" and a.dtype.bits < 32:
-        x = b.cast(x, D.int32)
-    elif a.dtype == D.uint32:
-        x = b.cast(x, D.int64)
-    elif a.dtype == D.uint64:
-        raise ExportError(f"{node.prim.name} (at {node.site}): uint64 has no ONNX TopK kernel in onnxruntime; "
-                          f"sort a converted copy")
     k = b.ints([n])
     if a.dtype.kind != "f":
         _, idx = b.op("TopK", [x, k], outs=2, axis=axis, largest=int(desc), sorted=1)
@@ -367,6 +417,9 @@ def dot_general(b: Builder, node: Any, ins: list[str]) -> str:
     _real_only(node)
     (lc, rc), (lb, rb) = node.params["contracting_dims"], node.params["batch_dims"]
     la, ra = _aval(node), _aval(node, 1)
+    out = _out(node)
+    if 0 in la.shape or 0 in ra.shape:  # an empty operand: sums of nothing (ORT traps on it)
+        return b.full(0, out.dtype, out.shape)
     nl, nr = len(la.shape), len(ra.shape)
     if (nl == nr >= 2 and lc == (nl - 1,) and rc == (nr - 2,) and lb == rb == tuple(range(nl - 2))
             and la.dtype.kind == "f"):
@@ -384,10 +437,6 @@ def dot_general(b: Builder, node: Any, ins: list[str]) -> str:
     out = ([lt[i] for i in lb] + [lt[i] for i in range(nl) if i not in lb and i not in lc]
            + [rt[i] for i in range(nr) if i not in rb and i not in rc])
     eq = f"{''.join(lt)},{''.join(rt)}->{''.join(out)}"
-    if la.dtype.kind in "iu" and la.dtype not in (D.int32, D.int64):
-        wide = D.int64
-        r = b.op("Einsum", [b.cast(ins[0], wide), b.cast(ins[1], wide)], equation=eq)
-        return b.cast(r, la.dtype)
     return b.op("Einsum", ins, equation=eq)
 
 
@@ -400,7 +449,6 @@ def conv_general(b: Builder, node: Any, ins: list[str]) -> str:
     last = p["layout"] == "channels_last"
     if last:
         x = b.op("Transpose", [x], perm=[0, nsp + 1, *range(1, nsp + 1)])
-        w = b.op("Transpose", [w], perm=[0, nsp + 1, *range(1, nsp + 1)])
         shape = (la.shape[0], la.shape[-1], *la.shape[1:-1])
     else:
         shape = la.shape

@@ -97,6 +97,31 @@ def _rsqrt(b: Builder, node: Any, ins: list[str]) -> str:
     return b.op("Reciprocal", [b.op("Sqrt", ins)])
 
 
+def _f64_via(fn: Any, op_type: str) -> Any:
+    """`op_type`, except float64 (no onnxruntime kernel) which `fn` composes of ops that have one."""
+    def rule(b: Builder, node: Any, ins: list[str]) -> str:
+        _real_only(node)
+        return fn(b, node, ins) if _dt(node) == D.float64 else b.op(op_type, ins)
+    return rule
+
+
+def _tan(b: Builder, node: Any, ins: list[str]) -> str:
+    return b.op("Div", [b.op("Sin", ins), b.op("Cos", ins)])
+
+
+def _sinh(b: Builder, node: Any, ins: list[str]) -> str:
+    # (expm1(x) - expm1(-x)) / 2: accurate near 0
+    (x,), dt = ins, _dt(node)
+    e1 = _expm1(b, node, [x])
+    e2 = _expm1(b, node, [b.op("Neg", [x])])
+    return b.op("Mul", [b.op("Sub", [e1, e2]), b.scalar(0.5, dt)])
+
+
+def _cosh(b: Builder, node: Any, ins: list[str]) -> str:
+    (x,), dt = ins, _dt(node)
+    return b.op("Mul", [b.op("Add", [b.op("Exp", [x]), b.op("Exp", [b.op("Neg", [x])])]), b.scalar(0.5, dt)])
+
+
 def _trunc(b: Builder, node: Any, ins: list[str]) -> str:
     x = ins[0]
     neg = b.op("Less", [x, b.scalar(0, _dt(node))])
@@ -170,16 +195,31 @@ def _pow(b: Builder, node: Any, ins: list[str]) -> str:
         return b.op("Pow", ins)
     x, y = ins
     if dt.kind == "u":
-        return b.op("Pow", ins)
+        return _int_pow(b, x, y, dt)
     # negative exponents: 1 for x = 1, +-1 for x = -1 (by parity), 0 otherwise
     zero, one = b.scalar(0, dt), b.scalar(1, dt)
     neg = b.op("Less", [y, zero])
-    p = b.op("Pow", [x, b.op("Where", [neg, zero, y])])
+    p = _int_pow(b, x, b.op("Where", [neg, zero, y]), dt)
     odd = b.op("Equal", [b.op("Mod", [y, b.scalar(2, dt)], fmod=1), b.scalar(-1, dt)])
     at_m1 = b.op("Where", [odd, b.scalar(-1, dt), one])
     negv = b.op("Where", [b.op("Equal", [x, one]), one,
                           b.op("Where", [b.op("Equal", [x, b.scalar(-1, dt)]), at_m1, zero])])
     return b.op("Where", [neg, negv, p])
+
+
+def _int_pow(b: Builder, x: str, y: str, dt: Any) -> str:
+    """x ** y for y >= 0 by repeated squaring, wrapping as tenferro's integers do
+    (onnxruntime's integer Pow rounds through double)."""
+    two, one = b.scalar(2, dt), b.scalar(1, dt)
+    result, base = None, x
+    for k in range(dt.bits - (dt.kind == "i")):
+        bit = b.op("Equal", [b.op("Mod", [y, two], fmod=1), one])
+        factor = b.op("Where", [bit, base, b.op("Expand", [one, b.op("Shape", [x])])])
+        result = factor if result is None else b.op("Mul", [result, factor])
+        y = b.op("Div", [y, two])
+        if k + 1 < dt.bits - (dt.kind == "i"):
+            base = b.op("Mul", [base, base])
+    return result
 
 
 def _atan2(b: Builder, node: Any, ins: list[str]) -> str:
@@ -299,7 +339,10 @@ def _sign(b: Builder, node: Any, ins: list[str]) -> str:
     _real_only(node)
     if _dt(node).kind == "u":
         return b.cast(b.op("Greater", [ins[0], b.scalar(0, _dt(node))]), _dt(node))
-    return b.op("Sign", ins)
+    out = b.op("Sign", ins)
+    if _dt(node).kind == "f":  # NaN stays NaN
+        out = b.op("Where", [b.op("IsNaN", ins), ins[0], out])
+    return out
 
 
 def _int_identity(op: Any) -> Any:
@@ -312,8 +355,9 @@ RULES: dict[str, Any] = {
     "imag": by_kind({"iuf": _zeros}),
     "exp": simple("Exp"), "expm1": by_kind({"f": _expm1}), "log": simple("Log"),
     "log1p": by_kind({"f": _log1p}),
-    "sin": simple("Sin"), "cos": simple("Cos"), "tan": simple("Tan"), "asin": simple("Asin"),
-    "acos": simple("Acos"), "atan": simple("Atan"), "sinh": simple("Sinh"), "cosh": simple("Cosh"),
+    "sin": simple("Sin"), "cos": simple("Cos"), "tan": _f64_via(_tan, "Tan"), "asin": simple("Asin"),
+    "acos": simple("Acos"), "atan": simple("Atan"), "sinh": _f64_via(_sinh, "Sinh"),
+    "cosh": _f64_via(_cosh, "Cosh"),
     "tanh": simple("Tanh"), "asinh": simple("Asinh"), "acosh": simple("Acosh"), "atanh": simple("Atanh"),
     "sqrt": simple("Sqrt"), "rsqrt": by_kind({"f": _rsqrt}), "logistic": simple("Sigmoid"),
     "floor": _int_identity(simple("Floor")), "ceil": _int_identity(simple("Ceil")),

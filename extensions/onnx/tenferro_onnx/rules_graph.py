@@ -61,7 +61,8 @@ def cond(b: Builder, node: Any, ins: list[str]) -> list[str]:
         then = _subgraph(sb, "then", [], lambda s: (lower_graph(s, g, dict(zip(g.inputs, ops))), avals))
         other = _subgraph(sb, "else", [], lambda s: chain(s, k + 1))
         outs = sb.op("If", [pred], outs=len(avals), then_branch=then, else_branch=other, hint="if")
-        return (outs if isinstance(outs, list) else [outs]), avals
+        outs = outs if isinstance(outs, list) else [outs]
+        return [sb.settype(o, a.dtype) for o, a in zip(outs, avals)], avals
 
     return chain(b, 0)[0]
 
@@ -75,8 +76,8 @@ def while_(b: Builder, node: Any, ins: list[str]) -> list[str]:
     cg, bg = p["cond"].graph, p["body"].graph
     avals = _out_avals(node)
     first = lower_graph(b, cg, dict(zip(cg.inputs, cconsts + carry)))[0]
-    it, c_in = b.fresh("iter"), b.fresh("cond_in")
-    names = [b.fresh("carry") for _ in carry]
+    it, c_in = b.settype(b.fresh("iter"), D.int64), b.settype(b.fresh("cond_in"), D.bool_)
+    names = [b.settype(b.fresh("carry"), a.dtype) for a in avals]
 
     def body(sb: Builder) -> tuple[list[str], list]:
         new = lower_graph(sb, bg, dict(zip(bg.inputs, bconsts + names)))
@@ -88,7 +89,8 @@ def while_(b: Builder, node: Any, ins: list[str]) -> list[str]:
     if not carry:
         raise ExportError(f"while (at {node.site}): a loop without a carry has no effect to export")
     outs = b.op("Loop", ["", first, *carry], outs=len(carry), body=g, hint="while")
-    return outs if isinstance(outs, list) else [outs]
+    outs = outs if isinstance(outs, list) else [outs]
+    return [b.settype(o, a.dtype) for o, a in zip(outs, avals)]
 
 
 class _ScalarAval:
@@ -112,8 +114,8 @@ def scan(b: Builder, node: Any, ins: list[str]) -> list[str]:
     if length == 0:
         return ([b.op("Identity", [c]) for c in init]
                 + [b.full(0, a.dtype, a.shape) for a in y_avals])
-    it, c_in = b.fresh("iter"), b.fresh("cond_in")
-    names = [b.fresh("carry") for _ in init]
+    it, c_in = b.settype(b.fresh("iter"), D.int64), b.settype(b.fresh("cond_in"), D.bool_)
+    names = [b.settype(b.fresh("carry"), a.dtype) for a in carry_avals]
     y_inner = [_ScalarAval(a.dtype, a.shape[1:]) for a in y_avals]
 
     def body(sb: Builder) -> tuple[list[str], list]:
@@ -127,6 +129,7 @@ def scan(b: Builder, node: Any, ins: list[str]) -> list[str]:
     outs = b.op("Loop", [b.scalar(length, D.int64), b.scalar(True, D.bool_), *init],
                 outs=len(avals), body=g, hint="scan")
     outs = outs if isinstance(outs, list) else [outs]
+    outs = [b.settype(o, a.dtype) for o, a in zip(outs, avals)]
     if rev:
         big = np.iinfo(np.int64).min
         outs = outs[:n_carry] + [b.op("Slice", [y, b.ints([-1]), b.ints([big]), b.ints([0]), b.ints([-1])])
@@ -167,6 +170,9 @@ def _contract(b: Builder, node: Any, ins: list[str]) -> str:
     _real_only(node)
     spec = node.params["spec"]
     dt = node.inputs[0].aval.dtype
+    out = node.outputs[0].aval
+    if any(0 in v.aval.shape for v in node.inputs):  # an empty operand: sums of nothing
+        return b.full(0, out.dtype, out.shape)
     if len(ins) == 1 and "->" in spec and spec.split("->")[0] == spec.split("->")[1]:
         return b.op("Identity", ins)
     if dt.kind in "iu" and dt not in (D.int32, D.int64):

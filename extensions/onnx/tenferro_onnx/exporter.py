@@ -186,7 +186,7 @@ def build_model(graph: Any, opset: int, in_names: list[str], out_names: list[str
     b = Builder(opset)
     env: dict = {}
     for v, n in zip(graph.inputs, in_names):
-        env[v] = b.reserve(n)
+        env[v] = b.settype(b.reserve(n), v.aval.dtype)
     for n in out_names:
         b.reserve(n)
     # parameters first (in graph order), by their paths
