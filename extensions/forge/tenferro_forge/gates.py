@@ -98,6 +98,11 @@ def _metadata_findings(meta: Any, task: dict) -> list[dict]:
     return [{"check": "metadata", "reason": f"metadata.json: {b}"} for b in bad]
 
 
+def _scan(source: str, metadata: dict | None, task: dict) -> list[dict]:
+    language = (metadata or {}).get("language", "numpy")
+    return scan(source, language=language, dtype=task["dtype"], allowed_extra=LANGUAGES.get(language, ()))
+
+
 def verify(
     directory: str | os.PathLike,
     *,
@@ -114,10 +119,7 @@ def verify(
     digest = source_hash(directory)
     source, metadata, findings = read_candidate(directory, task)
     if source is not None and not skip_scan:
-        language = (metadata or {}).get("language", "numpy")
-        findings += scan(
-            source, language=language, dtype=task["dtype"], allowed_extra=LANGUAGES.get(language, ())
-        )
+        findings += _scan(source, metadata, task)
     details: dict = {"verifier_version": VERIFIER_VERSION, "skip_scan": skip_scan}
     if not findings:
         out = run_child(
@@ -145,16 +147,20 @@ def bench(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = DEFAULT_MEMORY_MB,
     write: bool = True,
+    skip_scan: bool = False,
 ) -> Report:
     """Benchmark the candidate against the current dispatch kernel in a child process:
     `calls` timed calls per shape after `warmup`, interleaved; gate on the bootstrap 95%
-    interval's lower bound (>= 1.10x on every shape) and on the roofline."""
+    interval's lower bound (>= 1.10x on every shape) and on the roofline. The static scan
+    runs first (`skip_scan`: Forge's own tests of the harness; never promotable)."""
     from .registry import bandwidth_cached
 
     task = load_task(directory)
     digest = source_hash(directory)
-    source, _, findings = read_candidate(directory, task)
-    details: dict = {"calls": calls}
+    source, metadata, findings = read_candidate(directory, task)
+    if source is not None and not skip_scan:
+        findings += _scan(source, metadata, task)
+    details: dict = {"calls": calls, "skip_scan": skip_scan}
     if not findings:
         out = run_child(
             "bench",
@@ -181,7 +187,7 @@ def bench(
                     f">= {out.get('gate', 1.1):.2f}x on every shape; got {lows or 'no shapes'}",
                 }
             )
-    report = Report("bench", not findings, findings, digest, details)
+    report = Report("bench", not findings and not skip_scan, findings, digest, details)
     if write:
         _write(Path(directory) / "bench.json", json.dumps(report.to_json(), indent=2) + "\n")
     return report

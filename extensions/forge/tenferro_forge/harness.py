@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,23 @@ POISON = {2: 0x7DA5, 4: 0x7FA5A5A5, 8: 0x7FF5A5A5A5A5A5A5}
 an output still holding it was never written (uninitialized or stale memory)."""
 UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 MAX_FINDINGS = 12
+
+
+STARTED: list = []
+"""Threads started in this process since the harness began (Thread.start is wrapped before
+any candidate code runs)."""
+CLOCK = time.perf_counter_ns
+"""The benchmark's timer, bound before any candidate code runs (patching time cannot reach it)."""
+
+
+def _watch_threads() -> None:
+    start = threading.Thread.start
+
+    def recorded_start(self: threading.Thread) -> None:
+        STARTED.append(self.name)
+        start(self)
+
+    threading.Thread.start = recorded_start
 
 
 def load_kernel(directory: str) -> Any:
@@ -73,6 +91,7 @@ class Verifier:
         itemsize = np.dtype(self.dtype).itemsize
         poison(int(np.prod(outs[0].shape)) * itemsize, itemsize)
         self.calls += 1
+        threads = len(STARTED)
         try:
             out = self.kernel(*arrays, **canon)
         except RecursionError:
@@ -84,6 +103,12 @@ class Verifier:
         except BaseException as exc:  # noqa: BLE001  (SystemExit, KeyboardInterrupt: rejected, not fatal)
             self.find("error", f"{label}: raised {type(exc).__name__}: {str(exc)[:200]}")
             raise Stop from None
+        if len(STARTED) > threads:
+            self.find(
+                "deferred_work",
+                f"{label}: the candidate started a thread during the call "
+                f"(work deferred past the call's return)",
+            )
         for a, p in zip(arrays, pristine):
             if not (np.array_equal(a, p, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(p))):
                 self.find("input_mutation", f"{label}: the candidate changed its input")
@@ -301,9 +326,10 @@ def bench(args: dict) -> dict:
         }
     rng = np.random.default_rng(0)
     findings, results = [], []
-    clock = time.perf_counter_ns
+    clock = CLOCK
     for shape, canon, outs, base, inputs in prepared:
         times: dict[str, list[int]] = {"base": [], "cand": []}
+        threads = len(STARTED)
         last: dict[int, Any] = {}
         try:
             for i in range(warmup + calls):
@@ -324,6 +350,14 @@ def bench(args: dict) -> dict:
                 {"check": "error", "reason": f"shape {shape}: raised {type(exc).__name__}: {exc}"}
             )
             continue
+        if len(STARTED) > threads:
+            findings.append(
+                {
+                    "check": "deferred_work",
+                    "reason": f"shape {shape}: the candidate "
+                    f"started threads during timed calls (work deferred past the timer)",
+                }
+            )
         for s, out in last.items():
             if type(out) is not np.ndarray:
                 findings.append(
@@ -393,6 +427,7 @@ MODES = {"verify": verify, "bench": bench}
 def main() -> None:
     request = json.loads(sys.stdin.readline())
     nonce = request.pop("nonce")
+    _watch_threads()
     result = MODES[sys.argv[1]](request)
     sys.stdout.write(f"\n{nonce} {json.dumps(result)}\n")
     sys.stdout.flush()

@@ -263,8 +263,8 @@ def promote(
             why.append(f"{name} did not pass ({reasons or 'not run'})")
         elif rep.source_hash != digest:
             why.append(f"{name} judged another version of the files (they changed since); re-run it")
-    if verify_report is not None and verify_report.details.get("skip_scan"):
-        why.append("verify ran without the static scan")
+    if any(r is not None and r.details.get("skip_scan") for r in (verify_report, bench_report)):
+        why.append("a gate ran without the static scan")
     if (
         bench_report is not None
         and bench_report.ok

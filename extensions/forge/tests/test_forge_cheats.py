@@ -104,3 +104,22 @@ def test_honest_example_passes_verification_on_other_ops_shapes(tmp_path):
     d = make_task(tmp_path / "t", EXAMPLE, shapes=[(64, 5), (3, 128), (2, 200)])
     report = gates.verify(d)
     assert report.ok, report.findings
+
+
+@pytest.mark.parametrize(
+    "name, check", [("deferred_thread", "deferred_work"), ("lazy_object", "lazy_output")]
+)
+def test_deferred_work_is_caught_at_run_time_too(tmp_path, name, check):
+    d = make_task(tmp_path / name, FIXTURES / name)
+    report = gates.verify(d, skip_scan=True)
+    assert check in report.checks() and not report.ok, report.findings
+
+
+def test_bench_scans_and_its_timer_is_out_of_the_candidates_reach(tmp_path):
+    d = make_task(tmp_path / "ref", FIXTURES / "returns_reference", shapes=BENCH)
+    assert gates.bench(d).checks() == {"scan"}
+    d = make_task(tmp_path / "timer", FIXTURES / "timer_patching", shapes=BENCH)
+    report = gates.bench(d, skip_scan=True)  # it patches time.perf_counter_ns at import
+    [shape] = report.details["shapes"]
+    assert shape["cand_median_ns"] > 0 and shape["ci_low"] < 1.10 and "gate" in report.checks()
+    assert not report.ok
