@@ -315,13 +315,27 @@ def reverify(**options: Any) -> list[tuple[str, Any]]:
                 if (src / name).is_file():
                     shutil.copyfile(src / name, Path(tmp) / name)
             report = verify(tmp, write=False, **options)
-            if (src / "kernel.py").is_file() and file_hash(src / "kernel.py") != entry["source_hash"]:
+            if not (src / "kernel.py").is_file() or file_hash(src / "kernel.py") != entry["source_hash"]:
                 report.ok = False
-                report.findings.append({"check": "registry", "reason": "source hash mismatch"})
+                report.findings.append({"check": "registry", "reason": "source missing or changed (hash)"})
         if not report.ok:
             revoke(entry["id"])
+        else:
+            _stamp_verified(entry["id"], entry["source_hash"])
         out.append((entry["id"], report))
     return out
+
+
+def _stamp_verified(kid: str, digest: str) -> None:
+    """Record that entry `kid` (still of source `digest`) passed this verifier version."""
+    with locked() as base:
+        index = read_index(base)
+        entry = index["entries"].get(kid)
+        if entry is None or entry["source_hash"] != digest:
+            return
+        entry["verifier_version"] = VERIFIER_VERSION
+        entry["entry_hash"] = entry_hash(entry)
+        write_index(base, index)
 
 
 __all__ = [

@@ -213,11 +213,56 @@ def test_promotion_refused_without_both_gates(tmp_path, example_gates):
     assert registry.entries() == [] and not (d / "promotion.json").exists()
 
 
-def test_reverify_keeps_good_entries_and_revokes_failing_ones(promoted):
+def test_reverify_keeps_good_entries_and_revokes_failing_ones(promoted, monkeypatch):
+    import tenferro_forge
+
+    monkeypatch.setattr(tenferro_forge.registry, "VERIFIER_VERSION", 2)  # the verifier gained a check
     [(kid, report)] = registry.reverify()
     assert kid == promoted["id"] and report.ok
+    entry = registry.show(kid)
+    assert entry["verifier_version"] == 2 and entry["entry_hash"] == registry.entry_hash(entry)
+    assert any(f"{kid} serves" in n for n in _notes(_runtime()))  # still loads: hash recomputed
     src = registry.root() / promoted["source"]
     src.write_text((FIXTURES / "partial_computation" / "kernel.py").read_text())
     [(kid, report)] = registry.reverify()
     assert not report.ok and "correctness" in report.checks()
     assert registry.entries() == []
+
+
+RACER = """
+import json, sys
+from pathlib import Path
+from tenferro_forge import registry
+from tenferro_forge.gates import Report
+from tenferro_forge.task import load_task
+d = Path(sys.argv[1])
+sys.stdin.readline()  # the go signal: both processes wait for it
+shapes = [{"shape": [256, 32], "ci_low": 2.0, "calls": 30}]
+entry = registry.add(load_task(d), d, language="numpy", author="t", verify_report=Report("verify", True),
+                     bench_report=Report("bench", True, details={"shapes": shapes, "gate": 1.1}))
+print(entry["id"])
+"""
+
+
+def test_racing_promotions_across_processes(tmp_path):
+    a = make_task(tmp_path / "a", FIXTURES / "honest_equal_default")
+    b = make_task(tmp_path / "b", FIXTURES / "honest_equal_default")
+    (b / "kernel.py").write_text((b / "kernel.py").read_text() + "\n# another source\n")
+    env = {**os.environ, "TENFERRO_FORGE_REGISTRY": str(registry.root())}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(d)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for d in (a, b, a)
+    ]
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    ids = [p.communicate(timeout=60)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert ids[0] == ids[2] and ids[0] != ids[1]
+    assert sorted(registry.read_index()["entries"]) == sorted(ids[:2])
