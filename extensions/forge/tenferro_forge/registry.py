@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -38,6 +39,7 @@ def root() -> Path:
     return Path(data) / "tenferro" / "forge"
 
 
+@functools.cache
 def device_fingerprint(device: str) -> str:
     """A short hash of what a timing depends on: the device name, CPU model, cores, machine."""
     model = ""
@@ -52,16 +54,21 @@ def device_fingerprint(device: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def versions() -> dict[str, str]:
-    """Versions of tenferro, its NumPy backend, NumPy and Python (an entry measured under others
-    is not loaded)."""
-    out = {"python": ".".join(map(str, sys.version_info[:2]))}
+@functools.lru_cache(maxsize=1)
+def _versions() -> tuple:
+    out = [("python", ".".join(map(str, sys.version_info[:2])))]
     for dist in DEPENDENCIES:
         try:
-            out[dist] = metadata.version(dist)
+            out.append((dist, metadata.version(dist)))
         except metadata.PackageNotFoundError:
-            out[dist] = "none"
-    return out
+            out.append((dist, "none"))
+    return tuple(out)
+
+
+def versions() -> dict[str, str]:
+    """Versions of tenferro, its NumPy backend, NumPy and Python (an entry measured under others
+    is not loaded); read once per process."""
+    return dict(_versions())
 
 
 def shape_bucket(shape: tuple) -> str:
