@@ -270,3 +270,30 @@ def test_other_ops_verify_honest_numpy_candidates(tmp_path, op, params, source):
     )
     report = gates.verify(d, seeds=(0,))
     assert report.ok, report.findings
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_every_float_dtype_verifies_and_a_narrower_computation_fails(tmp_path, dtype):
+    narrower = {"float16": None, "float32": "float16", "float64": "float32"}[dtype]
+    honest = "import numpy as np\n\n\ndef kernel(x):\n    return np.exp(x, out=...)\n"
+    d = make_task(tmp_path / "ok", None, shapes=[(33, 17)], op="exp", params={})
+    meta = {
+        "author": "t",
+        "language": "numpy",
+        "op": "exp",
+        "claims": "none",
+        "signature": {"dtype": dtype, "device": "numpy:cpu"},
+    }
+    json.dump({**json.loads((d / "task.json").read_text()), "dtype": dtype}, (d / "task.json").open("w"))
+    (d / "kernel.py").write_text(honest)
+    (d / "metadata.json").write_text(json.dumps(meta))
+    assert gates.verify(d, seeds=(0,)).ok
+    if narrower is None:
+        return
+    (d / "kernel.py").write_text(
+        "import numpy as np\n\n\ndef kernel(x):\n"
+        f"    return np.exp(x.astype(np.{narrower})).astype(x.dtype)\n"
+    )
+    assert gates.verify(d, seeds=(0,)).checks() == {"scan"}
+    report = gates.verify(d, seeds=(0,), skip_scan=True)
+    assert "correctness" in report.checks() and f"{dtype} tolerance" in report.findings[0]["reason"]
