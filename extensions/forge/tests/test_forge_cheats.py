@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import BENCH, EXAMPLE, FIXTURES, make_task
 
+from forge_helpers import BENCH, EXAMPLE, FIXTURES, make_task
 from tenferro_forge import gates
 
 REJECTED_BY_VERIFY = {

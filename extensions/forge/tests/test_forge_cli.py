@@ -9,8 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import BENCH, EXAMPLE, FIXTURES, make_task
-
+from forge_helpers import BENCH, EXAMPLE, FIXTURES, make_task
 from tenferro_forge import gates, registry
 from tenferro_forge.cli import main
 

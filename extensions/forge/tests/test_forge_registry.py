@@ -13,9 +13,9 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, make_task
 
 import tenferro_runtime as tr
+from forge_helpers import FIXTURES, make_task
 from tenferro_forge import plugin as forge_plugin
 from tenferro_forge import registry
 from tenferro_forge.errors import PromotionError, RegistryError

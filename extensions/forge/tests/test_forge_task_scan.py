@@ -7,10 +7,10 @@ import json
 
 import numpy as np
 import pytest
-from conftest import make_task
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from forge_helpers import make_task
 from tenferro_forge import gates, ops
 from tenferro_forge.errors import ForgeArgumentError, ForgeFileError
 from tenferro_forge.registry import shape_bucket
