@@ -256,6 +256,10 @@ def _scatter_all(b: Builder, node: Any, ins: list[str]) -> str:
     nb = len(ua.shape) - len(_aval(node).shape)
     if int(np.prod(ua.shape[:nb])) == 0:
         return b.op("Identity", [x])
+    if nb == 0:  # one row
+        if node.prim.name == "scatter":
+            return b.op("Identity", [upd])
+        return b.op("Or" if _aval(node).dtype == D.bool_ else "Add", [x, upd])
     if node.prim.name == "scatter":
         last = b.op("Gather", [_reshape(b, upd, (-1, *_aval(node).shape)), b.scalar(-1, D.int64)], axis=0)
         return last
