@@ -19,7 +19,7 @@ import numpy as np
 
 from tenferro_core.errors import ArgumentError, ArgumentValueError
 
-from ._builder import DEFAULT_OPSET, MIN_OPSET, Builder, np_dtype, onnx_dtype
+from ._builder import DEFAULT_OPSET, MIN_OPSET, Builder, onnx_dtype
 from .errors import OpsetError
 
 SENTINELS = (997, 991, 983, 977, 971, 967, 953, 947)
@@ -181,19 +181,19 @@ def build_model(graph: Any, opset: int, in_names: list[str], out_names: list[str
     from onnx import helper
 
     from . import __version__
-    from .lower import lower_graph
+    from .lower import host_array, lower_graph
 
     b = Builder(opset)
     env: dict = {}
     for v, n in zip(graph.inputs, in_names):
-        env[v] = b.settype(b.reserve(n), v.aval.dtype)
+        env[v] = b.settype(b.reserve(n), _stored(v.aval.dtype))
     for n in out_names:
         b.reserve(n)
     # parameters first (in graph order), by their paths
     for v, c in graph.consts.items():
         pname = named.get(id(c))
         if pname is not None:
-            env[v] = b.named_const(np.asarray(c).astype(np_dtype(v.aval.dtype), copy=False), pname)
+            env[v] = b.named_const(host_array(c, v.aval.dtype), pname)
     dims: dict[int, tuple[str, str]] = {}
     label_of = {s: lab for lab, s in labels.items()}
     for v, n in zip(graph.inputs, in_names):
@@ -208,7 +208,9 @@ def build_model(graph: Any, opset: int, in_names: list[str], out_names: list[str
 
     def vi(n: str, aval: Any) -> Any:
         shape = [label_of.get(d, d) if d in label_of else d for d in aval.shape]
-        return helper.make_tensor_value_info(n, onnx_dtype(aval.dtype), shape)
+        if aval.dtype.kind == "c":  # (real, imag) pairs
+            shape.append(2)
+        return helper.make_tensor_value_info(n, onnx_dtype(_stored(aval.dtype)), shape)
 
     out_avals = [v.aval for v in graph.outputs]
     g = helper.make_graph(b.nodes, name, [vi(n, v.aval) for n, v in zip(in_names, graph.inputs)],
@@ -218,6 +220,13 @@ def build_model(graph: Any, opset: int, in_names: list[str], out_names: list[str
     model = helper.make_model(g, opset_imports=ops, producer_name="tenferro-onnx",
                               producer_version=__version__, ir_version=helper.find_min_ir_version_for(ops))
     return model
+
+
+def _stored(dtype: Any) -> Any:
+    """The dtype ONNX holds values of `dtype` in (complex: real pairs)."""
+    from tenferro_core import dtypes as D
+
+    return {"complex64": D.float32, "complex128": D.float64}.get(dtype.name, dtype)
 
 
 def _label_subgraphs(g: Any, label_of: dict[int, str]) -> None:

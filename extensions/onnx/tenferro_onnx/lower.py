@@ -9,6 +9,7 @@ import numpy as np
 
 from ._builder import Builder, np_dtype
 from .errors import ExportError
+from .rules_complex import complex_rule, is_complex
 
 CANNOT_EXPORT: dict[str, str] = {
     "bitcast_convert": "ONNX has BitCast only from opset 26, which onnxruntime 1.32 cannot run; export "
@@ -44,9 +45,11 @@ docs/onnx.md; the coverage test checks each raises)."""
 def rules() -> dict[str, Any]:
     from .rules_array import RULES as ARRAY
     from .rules_elementwise import RULES as ELEMENTWISE
+    from .rules_complex import COMPLEX_RULES
     from .rules_graph import RULES as GRAPH
 
-    return {**ELEMENTWISE, **ARRAY, **GRAPH}
+    fft = {k: v for k, v in COMPLEX_RULES.items() if k.startswith("tenferro_fft.")}
+    return {**ELEMENTWISE, **ARRAY, **GRAPH, **fft}
 
 
 _RULES: dict[str, Any] = {}
@@ -63,7 +66,7 @@ def lower_graph(b: Builder, graph: Any, env: dict) -> list[str]:
     added as initializers). The names of its outputs."""
     for v, c in graph.consts.items():
         if v not in env:
-            env[v] = b.const(np.asarray(c).astype(np_dtype(v.aval.dtype), copy=False), hint="const")
+            env[v] = b.const(host_array(c, v.aval.dtype), hint="const")
     for node in graph.nodes:
         lower_node(b, node, env)
     outs = []
@@ -73,6 +76,14 @@ def lower_graph(b: Builder, graph: Any, env: dict) -> list[str]:
         else:  # a literal output
             outs.append(b.const(np.asarray(v), hint="const"))
     return outs
+
+
+def host_array(value: Any, dtype: Any) -> np.ndarray:
+    """A constant as ONNX stores it: complex values as (real, imag) pairs on a last axis."""
+    arr = np.asarray(value)
+    if dtype.kind == "c":
+        return np.stack([arr.real, arr.imag], axis=-1)
+    return arr.astype(np_dtype(dtype), copy=False)
 
 
 def _all_empty(b: Builder, node: Any) -> bool:
@@ -92,9 +103,11 @@ def lower_node(b: Builder, node: Any, env: dict) -> None:
     b.site, b.prim = node.site, name
     fn = rule_for(name)
     if fn is not None and node.outputs and _all_empty(b, node):
-        env.update((v, b.const(np.zeros(v.aval.shape, np_dtype(v.aval.dtype)), hint="empty"))
-                   for v in node.outputs)
+        env.update((v, b.const(host_array(np.zeros(v.aval.shape, np_dtype(v.aval.dtype)), v.aval.dtype),
+                                hint="empty")) for v in node.outputs)
         return
+    if fn is not None and is_complex(node):
+        fn = complex_rule(node)
     if fn is None:
         why = CANNOT_EXPORT.get(name, "no ONNX lowering rule is registered for it")
         raise ExportError(f"{name} (at {node.site}) cannot be exported to ONNX (opset {b.opset}): {why}")
