@@ -65,6 +65,20 @@ def _param_names(fn: Any, n: int) -> list[str]:
     return names
 
 
+def _param_paths(mods: list, fn_mod: bool, mod_pos: list[int]) -> list[str]:
+    """Each module leaf's state-dict path (prefixed by the argument's name when several
+    modules are exported together)."""
+    from tenferro_nn.module import leaf_names
+
+    out = []
+    labels = (["" if fn_mod else None] if fn_mod else []) + [f"arg{i}" for i in mod_pos]
+    for m, label in zip(mods, labels):
+        prefix = "" if len(mods) == 1 or not label else f"{label}."
+        for k, n in enumerate(leaf_names(m)):
+            out.append(prefix + (n if n is not None else f"param_{k}"))
+    return out
+
+
 def _dynamic_spec(dynamic_axes: Any) -> dict[str, dict[int, str]]:
     """{input or output name: {axis: label}} from torch.onnx's forms ({name: [axes]} or
     {name: {axis: label}})."""
@@ -101,13 +115,12 @@ def export(fn: Any, *example_args: Any, opset: int | None = None,
     if not callable(fn):
         raise ArgumentError(f"export expects a function, module or compiled function, got "
                             f"{type(fn).__name__}; call export(fn, *example_args)")
-    # modules among the arguments are closed over: their tensors become named initializers
-    named: dict[int, str] = {}
-    modules = [(i, a) for i, a in enumerate(example_args) if _is_module(a)]
-    for i, m in ([(None, fn)] if _is_module(fn) else []) + modules:
-        prefix = "" if i is None or len(modules) + _is_module(fn) == 1 else f"arg{i}."
-        for pname, t in m.state_dict().items():
-            named.setdefault(id(t), prefix + pname)
+    # modules (fn itself, module arguments) are traced as inputs that become named initializers
+    mod_pos = [i for i, a in enumerate(example_args) if _is_module(a)]
+    fn_mod = _is_module(fn)
+    mods = ([fn] if fn_mod else []) + [example_args[i] for i in mod_pos]
+    p_leaves, p_tree = tree_flatten(mods)
+    p_names = _param_paths(mods, fn_mod, mod_pos)
     dyn_pos = [i for i, a in enumerate(example_args) if not _is_module(a)]
     arg_names = _param_names(fn, len(example_args))
     leaves, tree = tree_flatten(tuple(example_args[i] for i in dyn_pos))
@@ -153,13 +166,19 @@ def export(fn: Any, *example_args: Any, opset: int | None = None,
             avals.append(x)
     unknown = set(spec) - set(leaf_names)
 
-    def flat(*dyn: Any) -> Any:
-        args = list(example_args)
-        for i, v in zip(dyn_pos, tree_unflatten(tree, list(dyn))):
-            args[i] = v
-        return fn(*args)
+    n_p = len(p_leaves)
 
-    graph = trace(flat, *avals)
+    def flat(*xs: Any) -> Any:
+        ms = tree_unflatten(p_tree, list(xs[:n_p]))
+        f = ms[0] if fn_mod else fn
+        args = list(example_args)
+        for i, m in zip(mod_pos, ms[1:] if fn_mod else ms):
+            args[i] = m
+        for i, v in zip(dyn_pos, tree_unflatten(tree, list(xs[n_p:]))):
+            args[i] = v
+        return f(*args)
+
+    graph = trace(flat, *[t._aval for t in p_leaves], *avals)
     outs_flat = list(graph.outputs)
     out_names = list(output_names) if output_names is not None else (
         ["output"] if len(outs_flat) == 1 else [f"output_{i}" for i in range(len(outs_flat))])
@@ -170,14 +189,15 @@ def export(fn: Any, *example_args: Any, opset: int | None = None,
         raise ArgumentValueError(f"export: dynamic_axes names {sorted(unknown)}, which are neither inputs "
                                  f"{leaf_names} nor outputs {out_names}")
     name = getattr(fn, "__name__", type(fn).__name__)
-    model = build_model(graph, opset, leaf_names, out_names, named, labels, str(name))
+    params = list(zip(p_names, p_leaves))
+    model = build_model(graph, opset, leaf_names, out_names, params, labels, str(name))
     if path is not None:
         save(model, path, external_data)
     return model
 
 
 def build_model(graph: Any, opset: int, in_names: list[str], out_names: list[str],
-                named: dict[int, str], labels: dict[str, int], name: str) -> Any:
+                params: list[tuple[str, Any]], labels: dict[str, int], name: str) -> Any:
     from onnx import helper
 
     from . import __version__
@@ -185,18 +205,16 @@ def build_model(graph: Any, opset: int, in_names: list[str], out_names: list[str
 
     b = Builder(opset)
     env: dict = {}
-    for v, n in zip(graph.inputs, in_names):
+    p_vars, inputs = graph.inputs[:len(params)], graph.inputs[len(params):]
+    for v, n in zip(inputs, in_names):
         env[v] = b.settype(b.reserve(n), _stored(v.aval.dtype))
     for n in out_names:
         b.reserve(n)
-    # parameters first (in graph order), by their paths
-    for v, c in graph.consts.items():
-        pname = named.get(id(c))
-        if pname is not None:
-            env[v] = b.named_const(host_array(c, v.aval.dtype), pname)
+    for v, (pname, t) in zip(p_vars, params):  # module parameters, by their paths
+        env[v] = b.named_const(host_array(t, v.aval.dtype), pname)
     dims: dict[int, tuple[str, str]] = {}
     label_of = {s: lab for lab, s in labels.items()}
-    for v, n in zip(graph.inputs, in_names):
+    for v, n in zip(inputs, in_names):
         for axis, size in enumerate(v.aval.shape):
             if size in label_of and size not in dims:
                 dims[size] = (label_of[size], b.op("Shape", [n], start=axis, end=axis + 1,
@@ -213,7 +231,7 @@ def build_model(graph: Any, opset: int, in_names: list[str], out_names: list[str
         return helper.make_tensor_value_info(n, onnx_dtype(_stored(aval.dtype)), shape)
 
     out_avals = [v.aval for v in graph.outputs]
-    g = helper.make_graph(b.nodes, name, [vi(n, v.aval) for n, v in zip(in_names, graph.inputs)],
+    g = helper.make_graph(b.nodes, name, [vi(n, v.aval) for n, v in zip(in_names, inputs)],
                           [vi(n, a) for n, a in zip(out_names, out_avals)], initializer=b.initializers)
     _label_subgraphs(g, label_of)
     ops = [helper.make_opsetid("", opset)]

@@ -66,7 +66,7 @@ def lower_graph(b: Builder, graph: Any, env: dict) -> list[str]:
     added as initializers). The names of its outputs."""
     for v, c in graph.consts.items():
         if v not in env:
-            env[v] = b.const(host_array(c, v.aval.dtype), hint="const")
+            env[v] = const_value(b, host_array(c, v.aval.dtype))
     for node in graph.nodes:
         lower_node(b, node, env)
     outs = []
@@ -84,6 +84,23 @@ def host_array(value: Any, dtype: Any) -> np.ndarray:
     if dtype.kind == "c":
         return np.stack([arr.real, arr.imag], axis=-1)
     return arr.astype(np_dtype(dtype), copy=False)
+
+
+def const_value(b: Builder, arr: np.ndarray) -> str:
+    """A captured constant: one value broadcast (array_api materializes Python scalars at the
+    operand's shape) is an Expand of a scalar, whose shape may follow a dynamic axis."""
+    if arr.size > 1 and arr.dtype.kind != "V":
+        flat = arr.reshape(-1)
+        if (flat == flat[:1]).all() or (arr.dtype.kind == "f" and np.isnan(flat).all()):
+            return b.op("Expand", [b.const(flat[0], hint="c"), b.shape(arr.shape)])
+    dyn = [a for a, n in enumerate(arr.shape) if b.dynamic(n)]
+    if dyn and arr.size:  # repeated along its dynamic axes: one slice, expanded at run time
+        one = arr
+        for a in dyn:
+            one = one.take([0], axis=a)
+        if np.array_equal(np.broadcast_to(one, arr.shape), arr, equal_nan=arr.dtype.kind == "f"):
+            return b.op("Expand", [b.const(one, hint="const"), b.shape(arr.shape)])
+    return b.const(arr, hint="const")
 
 
 def _all_empty(b: Builder, node: Any) -> bool:

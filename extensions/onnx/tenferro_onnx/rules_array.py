@@ -76,7 +76,11 @@ def _starts(b: Builder, node: Any, starts: list[str], sizes: tuple) -> str:
         s = b.cast(s, D.int64) if node.inputs[len(node.inputs) - len(starts) + k].aval.dtype != D.int64 else s
         if node.inputs[len(node.inputs) - len(starts) + k].aval.dtype == D.uint64:
             s = b.op("Where", [b.op("Less", [s, b.scalar(0, D.int64)]), b.scalar(n, D.int64), s])
-        s = b.op("Clip", [s, b.scalar(0, D.int64), b.scalar(max(n - size, 0), D.int64)])
+        if b.dynamic(n):  # the axis's run-time size
+            top = b.op("Sub", [b.op("Squeeze", [b.shape([n]), b.ints([0])]), b.scalar(size, D.int64)])
+            s = b.op("Min", [b.op("Max", [s, b.scalar(0, D.int64)]), top])
+        else:
+            s = b.op("Clip", [s, b.scalar(0, D.int64), b.scalar(max(n - size, 0), D.int64)])
         parts.append(_reshape(b, s, (1,)))
     return b.op("Concat", parts, axis=0)
 

@@ -19,7 +19,7 @@ EPS = {"float16": 2.0 ** -10, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
 
 
 def assert_matches(got: Any, want: Any, *, accumulates: bool = False, mult: float = 1.0,
-                   bound: Any = None, what: str = "") -> None:
+                   bound: Any = None, what: str = "", rtol: float | None = None) -> None:
     """Exact for ints and bools; floats: NaNs and infinities in the same places, elsewhere
     |got - want| <= mult*atol + rtol*|want| (+ 2 eps * bound for accumulations)."""
     got, want = np.asarray(got), np.asarray(want)
@@ -30,7 +30,8 @@ def assert_matches(got: Any, want: Any, *, accumulates: bool = False, mult: floa
         assert not bad.any(), f"{what}: {int(bad.sum())} of {bad.size} differ: got {got[bad][:5]}, want {want[bad][:5]}"
         return
     name = want.dtype.name
-    rtol, atol = TOL[name][accumulates]
+    r, atol = TOL[name][accumulates]
+    rtol = r if rtol is None else rtol
     g, w = got.astype(np.float64), want.astype(np.float64)
     assert np.array_equal(np.isnan(g), np.isnan(w)), f"{what}: NaNs differ: got {got}, want {want}"
     inf = np.isinf(w) | np.isinf(g)
