@@ -95,7 +95,7 @@ def test_honest_example_accepted_and_too_fast_rejected_by_the_roofline(tmp_path,
     _, verified, benched = example_gates
     assert verified.ok and verified.findings == []
     assert benched.ok, benched.findings
-    d = make_task(tmp_path / "fast", FIXTURES / "too_fast", shapes=BENCH)
+    d = make_task(tmp_path / "fast", FIXTURES / "too_fast", shapes=[(65536, 32)])  # 8 MiB per call
     report = gates.bench(d, calls=30)
     assert "roofline" in report.checks() and "too fast to be true" in report.findings[0]["reason"]
 
