@@ -17,7 +17,9 @@ LANGUAGES = {
     "triton": ("torch", "triton"),
 }
 """Candidate language -> the modules its kernel.py may import besides the standard allow list."""
-BACKEND_LANGUAGES = {"numpy": ("numpy", "numba"), "torch": ("torch", "triton")}
+BACKEND_LANGUAGES = {"numpy": ("numpy", "numba")}
+"""Backends Forge makes tasks for -> candidate languages. torch/Triton candidates need the
+harness's GPU side (results as torch tensors, stream synchronization, cache flushes): not yet."""
 OBJECTIVES = ("latency",)
 
 
@@ -52,8 +54,8 @@ def new_task(
     backend, _, dev_id = device.partition(":")
     if backend not in BACKEND_LANGUAGES or not dev_id:
         raise ForgeArgumentError(
-            f"forge makes tasks for devices {sorted(BACKEND_LANGUAGES)} "
-            f"named like 'numpy:cpu', got {device!r}"
+            f"forge makes tasks for the backends {sorted(BACKEND_LANGUAGES)} (devices "
+            f"named like 'numpy:cpu'), got {device!r}; torch and Triton candidates are not judged yet"
         )
     if objective not in OBJECTIVES:
         raise ForgeArgumentError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
