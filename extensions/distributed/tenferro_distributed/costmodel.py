@@ -1,0 +1,102 @@
+"""An alpha-beta cost model of the collective algorithms, fitted by a short calibration.
+
+The time of algorithm `a` on a message of `m` bytes is modelled as ``alpha[a] + beta[a] * m``
+(latency in seconds, inverse bandwidth in seconds per byte). `calibrate()` times each
+all_reduce algorithm on a few sizes (median of `reps` runs, the slowest rank's time, so every
+rank fits the same numbers), fits alpha and beta by least squares, installs the model on the
+group and sets its policy to "auto": from then on a collective called without ``algorithm=``
+runs the algorithm with the smallest predicted time for its message size. The choice is the
+same on every rank because the model is.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from tenferro_core.errors import ArgumentValueError
+from tenferro_distributed import algorithms as A
+from tenferro_distributed.group import current
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """alpha (s) and beta (s/byte) per all_reduce algorithm."""
+
+    alpha: dict
+    beta: dict
+
+    def predict(self, algorithm: str, nbytes: int) -> float:
+        """Predicted seconds of `algorithm` for a message of `nbytes` bytes."""
+        return self.alpha[algorithm] + self.beta[algorithm] * nbytes
+
+    def choose(self, collective: str, nbytes: int) -> str:
+        """The algorithm of `collective` with the smallest predicted time (fitted ones only;
+        collectives other than all_reduce use ring when it is predicted faster than native)."""
+        if collective == "all_reduce":
+            return min(self.alpha, key=lambda a: (self.predict(a, nbytes), a))
+        if "ring" in A.ALGORITHMS[collective] and "ring" in self.alpha:
+            return "ring" if self.predict("ring", nbytes) < self.predict("native", nbytes) else "native"
+        return "native"
+
+
+def fit(sizes: list[int], times: dict[str, list[float]]) -> CostModel:
+    """Least-squares alpha, beta (both clipped at 0) per algorithm from times at `sizes` bytes."""
+    m = np.asarray(sizes, np.float64)
+    design = np.stack([np.ones_like(m), m], axis=1)
+    alpha, beta = {}, {}
+    for alg, t in times.items():
+        (a, b), *_ = np.linalg.lstsq(design, np.asarray(t, np.float64), rcond=None)
+        alpha[alg], beta[alg] = max(float(a), 0.0), max(float(b), 0.0)
+    return CostModel(alpha, beta)
+
+
+def calibrate(sizes: tuple[int, ...] = (1 << 10, 1 << 16, 1 << 20), reps: int = 3,
+              algorithms: tuple[str, ...] = A.ALGORITHMS["all_reduce"], install: bool = True) -> CostModel:
+    """Time all_reduce (float32 sum) per algorithm on `sizes` bytes and fit the model (a
+    collective: every rank must call it). Installs it with policy "auto" unless install=False."""
+    import torch
+
+    from tenferro_distributed.comm import all_reduce_buf
+
+    bad = [a for a in algorithms if a not in A.ALGORITHMS["all_reduce"]]
+    if bad or reps < 1 or not sizes or min(sizes) < 4:
+        raise ArgumentValueError(f"calibrate: algorithms must be among {A.ALGORITHMS['all_reduce']}, "
+                                 f"reps >= 1, sizes >= 4 bytes; got algorithms={algorithms}, reps={reps}, "
+                                 f"sizes={sizes}")
+    times: dict[str, list[float]] = {a: [] for a in algorithms}
+    for size in sizes:
+        buf = torch.ones(size // 4, dtype=torch.float32)
+        for alg in algorithms:
+            all_reduce_buf(buf, "sum", alg)  # warm-up (connections, allocations)
+            runs = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                all_reduce_buf(buf, "sum", alg)
+                runs.append(time.perf_counter() - t0)
+            times[alg].append(float(np.median(runs)))
+    flat = torch.tensor([t for a in algorithms for t in times[a]], dtype=torch.float64)
+    worst = all_reduce_buf(flat, "max", "native")
+    k = len(sizes)
+    model = fit([4 * (s // 4) for s in sizes],
+                {a: worst[i * k:(i + 1) * k].tolist() for i, a in enumerate(algorithms)})
+    if install:
+        g = current()
+        g.cost_model, g.policy = model, "auto"
+    return model
+
+
+def set_policy(policy: str) -> None:
+    """The algorithm collectives use without ``algorithm=``: "native", "ring", "tree", "rhd"
+    (where the collective has it, else native) or "auto" (the calibrated cost model; call
+    `calibrate()` first). Every rank must set the same policy."""
+    g = current()
+    names = ("auto",) + A.ALGORITHMS["all_reduce"]
+    if policy not in names:
+        from tenferro_distributed.errors import UnknownAlgorithmError
+        raise UnknownAlgorithmError(f"set_policy: unknown policy {policy!r}; choose one of {names}")
+    if policy == "auto" and g.cost_model is None:
+        raise ArgumentValueError("set_policy('auto') needs a cost model: call calibrate() first")
+    g.policy = policy

@@ -1,0 +1,7 @@
+"""Hypothesis profiles shared with the root suite."""
+
+from __future__ import annotations
+
+from tenferro_runtime.testing.profiles import load_profiles
+
+load_profiles()
