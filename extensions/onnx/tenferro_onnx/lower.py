@@ -14,6 +14,9 @@ from .rules_complex import complex_rule, is_complex
 CANNOT_EXPORT: dict[str, str] = {
     "bitcast_convert": "ONNX has BitCast only from opset 26, which onnxruntime 1.32 cannot run; export "
                        "with opset=26 to get it anyway",
+    **{f"tenferro_distributed.{op}.v1": "a collective across processes has no ONNX counterpart (an ONNX "
+                                        "model runs in one process); export the per-process function"
+       for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast")},
     "tenferro_ad.custom_vjp_lin.v1": "a linearized custom_vjp exists only inside reverse-mode AD; export "
                                      "the function itself, not its gradient's internals",
     "tenferro_ad.checkpoint_lin.v1": "a linearized checkpoint exists only inside reverse-mode AD",

@@ -432,6 +432,12 @@ def dot_general(b: Builder, node: Any, ins: list[str]) -> str:
     if (nl == nr >= 2 and lc == (nl - 1,) and rc == (nr - 2,) and lb == rb == tuple(range(nl - 2))
             and la.dtype.kind == "f"):
         return b.op("MatMul", ins)
+    if la.dtype.kind == "f" and not lb and nr == 2 and lc == (nl - 1,) and nl >= 1:
+        # x @ w.T (a linear layer): MatMul with the weight transposed (folded by runtimes)
+        w = ins[1] if rc == (0,) else b.op("Transpose", [ins[1]], perm=[1, 0])
+        if nl == 1:
+            return b.op("Squeeze", [b.op("MatMul", [b.op("Unsqueeze", [ins[0], b.ints([0])]), w]), b.ints([0])])
+        return b.op("MatMul", [ins[0], w])
     letters = iter(string.ascii_letters)
     lt, rt = [""] * nl, [""] * nr
     for i, j in zip(lb, rb):
