@@ -77,6 +77,12 @@ def _check(cases: list, dtype: Any, engine: str) -> None:
         return tuple(outs)
 
     want = [np.asarray(o) for o in fn(*args)]
+    for k, (name, p, c) in enumerate(cases):
+        if name == "pow" and c.args[0].ndim == 0:
+            # NumPy's 0-d float power gives pow(-inf, 0.5) = nan (C and docs/primitives.md: inf), and
+            # the numpy backend inherits it for 0-d operands; the 1-element arrays give the spec's value
+            one = p.bind(*[to_device(a.reshape(1), DEV) for a in c.args], **c.params)
+            want[k] = np.asarray(one).reshape(())
     model = tox.export(fn, *args)
     onnx.checker.check_model(model, full_check=True)
     got = run(model, [np.asarray(a) for _, _, c in cases for a in c.args], engine)
