@@ -113,8 +113,17 @@ class GradientTape(tracing.Observer):
             if isinstance(o, Tensor) and o._aval.dtype.kind in "fc":
                 live[id(o)] = o
 
-    def gradient(self, target: Any, sources: Any, output_gradients: Any = None) -> Any:
-        """d target / d sources (a tensor or pytree of tensors), shaped like `sources`."""
+    def gradient(self, target: Any, sources: Any, output_gradients: Any = None, *,
+                 on_ready: Any = None) -> Any:
+        """d target / d sources (a tensor or pytree of tensors), shaped like `sources`.
+
+        `on_ready(i, g)`, if given, is called during the backward walk as soon as the gradient
+        `g` of source leaf `i` (in `tree_flatten` order) is final, i.e. once no record left
+        to walk uses that source (data parallel starts a bucket's all_reduce there, while
+        backward goes on). It takes the per-record walk (not the cached one-graph replay)."""
+        if on_ready is not None and not callable(on_ready):
+            raise ArgumentError(f"GradientTape.gradient: on_ready must be a callable on_ready(index, "
+                                f"gradient) or None, got {type(on_ready).__name__}")
         if self._used and not self.persistent:
             raise TenferroError(
                 "this GradientTape was already used; a non-persistent tape computes one gradient "
@@ -164,24 +173,38 @@ class GradientTape(tracing.Observer):
         self._used = True
         if seeds is None:
             seeds = [xp.ones_like(t) for t in t_leaves]
-        with self.stop_recording():
-            grads = gradients(self._records, self._live, t_leaves, seeds, s_leaves, _vjp_graph)
+        grads = None
+        if on_ready is None:
+            with self.stop_recording():
+                grads = gradients(self._records, self._live, t_leaves, seeds, s_leaves, _vjp_graph)
         if grads is None:
-            grads = self._walk(t_leaves, seeds, s_leaves)
+            grads = self._walk(t_leaves, seeds, s_leaves, on_ready)
         if not self.persistent:
             self._records.clear()
             self._live.clear()
         return tree_unflatten(s_tree, grads)
 
-    def _walk(self, t_leaves: list, seeds: list, s_leaves: list) -> list:
-        """The records walked backwards, one VJP graph replay per record."""
+    def _walk(self, t_leaves: list, seeds: list, s_leaves: list, on_ready: Any = None) -> list:
+        """The records walked backwards, one VJP graph replay per record; `on_ready` is
+        told each source's gradient once the walk is past the source's first use."""
         ct: dict[int, Any] = {}
         for t, g in zip(t_leaves, seeds):
             ct[id(t)] = add_tangents(ct[id(t)], g) if id(t) in ct else g
         live_ids = self._live
         caches: dict[int, Any] = {}  # runtime id -> its tape_vjp cache
+        fire = _first_uses(self._records, s_leaves) if on_ready is not None else {}
+
+        def ready(k: int) -> None:
+            for i in fire.pop(k, ()):
+                s = s_leaves[i]
+                on_ready(i, instantiate(ct[id(s)]) if id(s) in ct else xp.zeros_like(s))
+
         with self.stop_recording():
-            for prim, args, params, outs in reversed(self._records):
+            ready(len(self._records))  # sources no record uses
+            for r in range(len(self._records) - 1, -1, -1):
+                if fire:
+                    ready(r + 1)
+                prim, args, params, outs = self._records[r]
                 if len(outs) == 1:
                     c = ct.pop(id(outs[0]), None)
                     if c is None:
@@ -207,7 +230,23 @@ class GradientTape(tracing.Observer):
                         i += 1
                         prev = ct.get(k)
                         ct[k] = g if prev is None else add_tangents(prev, g)
+            if fire:
+                ready(0)
         return [instantiate(ct[id(s)]) if id(s) in ct else xp.zeros_like(s) for s in s_leaves]
+
+
+def _first_uses(records: list, sources: list) -> dict[int, list[int]]:
+    """{k: positions of the sources whose first use is record k}: once the backward walk has
+    processed record k, no record left uses them, so their gradients are final (k =
+    len(records) for sources no record uses: final before the walk)."""
+    first: dict[int, int] = {}
+    for k, (_, args, _, _) in enumerate(records):
+        for a in args:
+            first.setdefault(id(a), k)
+    out: dict[int, list[int]] = {}
+    for i, s in enumerate(sources):
+        out.setdefault(first.get(id(s), len(records)), []).append(i)
+    return out
 
 
 def _own_rules(prim: Any, args: tuple) -> bool:
