@@ -71,6 +71,18 @@ def _bounds(length: int, parts: int) -> list[int]:
     return out
 
 
+def _gather_fn() -> Any:
+    import torch.distributed as dist
+
+    return getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # torch < 2.12
+
+
+def _scatter_fn() -> Any:
+    import torch.distributed as dist
+
+    return getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
 def _native_op(op: str) -> Any:
     import torch.distributed as dist
 
@@ -183,10 +195,8 @@ def all_reduce_rhd(buf, op, rank, n, deadline):
 
 
 def all_gather_native(out, x, rank, n, deadline):
-    import torch.distributed as dist
-
     if x.numel():
-        dist.all_gather_into_tensor(out, x, async_op=True).wait(timeout=_left(deadline))
+        _gather_fn()(out, x, async_op=True).wait(timeout=_left(deadline))
 
 
 def all_gather_ring(out, x, rank, n, deadline):
@@ -201,10 +211,8 @@ def all_gather_ring(out, x, rank, n, deadline):
 
 
 def reduce_scatter_native(out, x, op, rank, n, deadline):
-    import torch.distributed as dist
-
     if out.numel():
-        dist.reduce_scatter_tensor(out, x, _native_op(op), async_op=True).wait(timeout=_left(deadline))
+        _scatter_fn()(out, x, _native_op(op), async_op=True).wait(timeout=_left(deadline))
 
 
 def reduce_scatter_ring(out, x, op, rank, n, deadline):

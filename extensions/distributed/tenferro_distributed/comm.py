@@ -68,7 +68,6 @@ def _check_args(g: Group, name: str, x: Any, op: str, algorithm: str, root: int,
     """Debug mode: all-gather each rank's (collective, op, algorithm, dtype, shape, root) and name
     the ranks that differ from rank 0 (every rank raises the same error)."""
     import torch
-    import torch.distributed as dist
 
     shape = tuple(x.shape)
     sig = [COLLECTIVES.index(name), OPS.index(op) if op in OPS else -1, _ALGS.index(algorithm),
@@ -76,7 +75,7 @@ def _check_args(g: Group, name: str, x: Any, op: str, algorithm: str, root: int,
     sig += list(shape[:_SIG - len(sig)]) + [-1] * (_SIG - len(sig) - min(len(shape), _SIG - len(sig)))
     mine = torch.tensor(sig, dtype=torch.int64)
     allsig = torch.empty(g.world_size * _SIG, dtype=torch.int64)
-    dist.all_gather_into_tensor(allsig, mine, async_op=True).wait(timeout=A._left(deadline))
+    A._gather_fn()(allsig, mine, async_op=True).wait(timeout=A._left(deadline))
     rows = allsig.reshape(g.world_size, _SIG).tolist()
     bad = [r for r in range(g.world_size) if rows[r] != rows[0]]
     if bad:
