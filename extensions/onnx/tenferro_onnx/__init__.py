@@ -7,8 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from ._builder import DEFAULT_OPSET, MIN_OPSET
-from .errors import (CheckMismatchError, ExportError, ModelFormatError, OnnxError, OpsetError,
-                     UnsupportedOnnxOpError)
+from .errors import (
+    CheckMismatchError,
+    ExportError,
+    ModelFormatError,
+    OnnxError,
+    OpsetError,
+    UnsupportedOnnxOpError,
+)
 
 __version__ = "0.1.0"
 

@@ -7,8 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from tenferro_core import dtypes as D
-
 from ._ort import BOOL_OUT, INT64_OUT, ORDER, carrier
 from .errors import ExportError
 

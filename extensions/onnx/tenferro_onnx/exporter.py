@@ -183,7 +183,8 @@ def export(fn: Any, *example_args: Any, opset: int | None = None,
     out_names = list(output_names) if output_names is not None else (
         ["output"] if len(outs_flat) == 1 else [f"output_{i}" for i in range(len(outs_flat))])
     if len(out_names) != len(outs_flat):
-        raise ArgumentValueError(f"export: output_names has {len(out_names)} names for {len(outs_flat)} outputs")
+        raise ArgumentValueError(f"export: output_names has {len(out_names)} names for "
+                                 f"{len(outs_flat)} outputs")
     unknown -= set(out_names)
     if unknown:
         raise ArgumentValueError(f"export: dynamic_axes names {sorted(unknown)}, which are neither inputs "
@@ -280,7 +281,8 @@ def save(model: Any, path: Any, external_data: bool | None = None) -> None:
         else:
             onnx.save_model(model, path)
     except OSError as err:
-        raise TenferroIOError(f"export: cannot write {path!r}: {err.strerror or err}", err.errno, path) from err
+        raise TenferroIOError(f"export: cannot write {path!r}: {err.strerror or err}", err.errno,
+                              path) from err
 
 
 __all__ = ["EXTERNAL_THRESHOLD", "check_opset", "export", "save"]

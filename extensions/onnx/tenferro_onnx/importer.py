@@ -65,7 +65,8 @@ class OnnxFunction:
                 bad = len(dims) != t.ndim or any(
                     d.HasField("dim_value") and d.dim_value != n for d, n in zip(dims, t.shape))
                 if bad:
-                    shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims)
+                    shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                                  for d in dims)
                     raise ShapeError(f"{self.name}: input {spec.name!r} must have shape {shape} (named "
                                      f"dims are free), got {tuple(t.shape)}; reshape the argument or "
                                      f"export the model with that axis dynamic")

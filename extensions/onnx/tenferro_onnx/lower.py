@@ -47,8 +47,8 @@ docs/onnx.md; the coverage test checks each raises)."""
 
 def rules() -> dict[str, Any]:
     from .rules_array import RULES as ARRAY
-    from .rules_elementwise import RULES as ELEMENTWISE
     from .rules_complex import COMPLEX_RULES
+    from .rules_elementwise import RULES as ELEMENTWISE
     from .rules_graph import RULES as GRAPH
 
     fft = {k: v for k, v in COMPLEX_RULES.items() if k.startswith("tenferro_fft.")}

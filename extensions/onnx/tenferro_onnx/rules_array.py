@@ -212,7 +212,8 @@ def _scatter(add: bool) -> Any:
         tshape = [shape[p] for p in perm]
         # out-of-range rows go to an extra row (index n0) of the first scattered axis, cut after
         n = np.array([shape[a] for a in axes], dtype=np.int64)
-        bad = b.op("Or", [b.op("Less", [idx, b.scalar(0, D.int64)]), b.op("GreaterOrEqual", [idx, b.const(n)])])
+        bad = b.op("Or", [b.op("Less", [idx, b.scalar(0, D.int64)]),
+                          b.op("GreaterOrEqual", [idx, b.const(n)])])
         bad_row = b.op("ReduceMax", [b.cast(bad, D.uint8), b.ints([-1])], keepdims=1)
         dummy = np.zeros(len(axes), np.int64)
         dummy[0] = shape[axes[0]]
@@ -436,7 +437,8 @@ def dot_general(b: Builder, node: Any, ins: list[str]) -> str:
         # x @ w.T (a linear layer): MatMul with the weight transposed (folded by runtimes)
         w = ins[1] if rc == (0,) else b.op("Transpose", [ins[1]], perm=[1, 0])
         if nl == 1:
-            return b.op("Squeeze", [b.op("MatMul", [b.op("Unsqueeze", [ins[0], b.ints([0])]), w]), b.ints([0])])
+            row = b.op("Unsqueeze", [ins[0], b.ints([0])])
+            return b.op("Squeeze", [b.op("MatMul", [row, w]), b.ints([0])])
         return b.op("MatMul", [ins[0], w])
     letters = iter(string.ascii_letters)
     lt, rt = [""] * nl, [""] * nr

@@ -27,7 +27,8 @@ def assert_matches(got: Any, want: Any, *, accumulates: bool = False, mult: floa
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
     if want.dtype.kind in "biu":
         bad = got != want
-        assert not bad.any(), f"{what}: {int(bad.sum())} of {bad.size} differ: got {got[bad][:5]}, want {want[bad][:5]}"
+        assert not bad.any(), (f"{what}: {int(bad.sum())} of {bad.size} differ: got {got[bad][:5]}, "
+                               f"want {want[bad][:5]}")
         return
     name = want.dtype.name
     r, atol = TOL[name][accumulates]

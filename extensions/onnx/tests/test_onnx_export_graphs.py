@@ -11,17 +11,16 @@ import numpy as np
 import onnx
 import pytest
 
-from tenferro_core.errors import ConcretizationError, TenferroError
-from tenferro_runtime import array_api as xp
-from tenferro_runtime import compile, lax
-from tenferro_runtime.graph import Node, Var, eval_graph
-from tenferro_runtime.runtime import default_runtime
-
 import tenferro_onnx as tox
+from tenferro_core.errors import ConcretizationError, TenferroError
 from tenferro_einsum import einsum
 from tenferro_onnx.checking import run
 from tenferro_onnx.lower import CANNOT_EXPORT, lower_node, rule_for
 from tenferro_onnx.testing import assert_matches
+from tenferro_runtime import array_api as xp
+from tenferro_runtime import compile, lax
+from tenferro_runtime.graph import Node, eval_graph
+from tenferro_runtime.runtime import default_runtime
 
 RNG = np.random.default_rng(0)
 
@@ -68,7 +67,8 @@ def test_every_registered_op_exports_or_raises_the_documented_error() -> None:
 
 def test_bitcast_raises_at_the_default_opset_and_exports_at_26() -> None:
     x = _rand(3)
-    with pytest.raises(tox.ExportError, match=r"bitcast_convert \(at test_onnx_export_graphs.py:\d+\).*opset 23"):
+    where = r"bitcast_convert \(at test_onnx_export_graphs.py:\d+\).*opset 23"
+    with pytest.raises(tox.ExportError, match=where):
         tox.export(lambda x: lax.bitcast_convert(x, new_dtype="int32"), x)
     m = tox.export(lambda x: lax.bitcast_convert(x, new_dtype="int32"), x, opset=26)
     onnx.checker.check_model(m, full_check=True)
@@ -134,7 +134,8 @@ def test_cond_switch_while_fori_scan() -> None:
     for k in (-1, 0, 1, 2, 7):
         _check(lambda x, i: lax.switch(i, branches, x), x, xp.asarray(np.int32(k)))
     _check(lambda x, i: lax.switch(i, branches, x), x, i)
-    _check(lambda x: lax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1] * 1.5), (xp.asarray(0), x)), x)
+    _check(lambda x: lax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1] * 1.5),
+                                    (xp.asarray(0), x)), x)
     _check(lambda x: lax.fori_loop(0, 4, lambda k, v: v * 0.5 + xp.sin(v), x), x)
 
     def step(c: Any, xi: Any) -> Any:
@@ -148,7 +149,10 @@ def test_cond_switch_while_fori_scan() -> None:
 
 def test_nested_control_flow() -> None:
     def f(x: Any) -> Any:
-        return lax.fori_loop(0, 3, lambda k, v: lax.cond(xp.sum(v) > 0, lambda u: u - 1.0, lambda u: u + 2.0, v), x)
+        def body(k: Any, v: Any) -> Any:
+            return lax.cond(xp.sum(v) > 0, lambda u: u - 1.0, lambda u: u + 2.0, v)
+
+        return lax.fori_loop(0, 3, body, x)
 
     _check(f, _rand(4))
 

@@ -16,13 +16,12 @@ import pytest
 import torch
 from onnx import helper
 
+import tenferro_onnx as tox
 from tenferro_ad import grad
 from tenferro_core.errors import DTypeError, MissingRuleError, ShapeError, TenferroError
+from tenferro_onnx.testing import assert_matches
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import compile, lax, random
-
-import tenferro_onnx as tox
-from tenferro_onnx.testing import assert_matches
 
 RNG = np.random.default_rng(1)
 torch.manual_seed(0)
@@ -50,9 +49,11 @@ class Block(torch.nn.Module):
 TORCH_MODELS = {
     "mlp": lambda: (torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10),
                                         torch.nn.LogSoftmax(-1)), (4, 20)),
-    "cnn": lambda: (torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+    "cnn": lambda: (torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(),
+                                        torch.nn.MaxPool2d(2),
                                         torch.nn.Conv2d(8, 4, 3, stride=2, padding=1), torch.nn.Sigmoid(),
-                                        torch.nn.AvgPool2d(2), torch.nn.Flatten(), torch.nn.Linear(4, 10)), (2, 1, 8, 8)),
+                                        torch.nn.AvgPool2d(2), torch.nn.Flatten(), torch.nn.Linear(4, 10)),
+                    (2, 1, 8, 8)),
     "block": lambda: (Block(), (2, 5, 16)),
 }
 
@@ -117,9 +118,11 @@ ROUND_TRIPS = {
     "mlp": lambda x: xp.sum(xp.tanh(x @ x.T) * 2.0 + xp.exp(x[:, :4]), axis=1),
     "fori": lambda x: lax.fori_loop(0, 3, lambda k, v: xp.sin(v) * 1.1, x),
     "scan": lambda x: lax.scan(lambda c, xi: (c * xi + 1.0, c * xi), x[0], x)[1],
-    "while": lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 0.9 + 0.1), (xp.asarray(0), x))[1],
+    "while": lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 0.9 + 0.1),
+                                      (xp.asarray(0), x))[1],
     "cond": lambda x: lax.cond(xp.sum(x) > 0, lambda v: v + 1.0, lambda v: v * 3.0, x),
-    "fft": lambda x: xp.sum(xp.abs(xp.fft.rfft(x)), axis=1, keepdims=True) + xp.fft.irfft(xp.fft.rfft(x), n=6),
+    "fft": lambda x: (xp.sum(xp.abs(xp.fft.rfft(x)), axis=1, keepdims=True)
+                      + xp.fft.irfft(xp.fft.rfft(x), n=6)),
     "sort": lambda x: xp.sort(x, axis=1) + xp.cumulative_sum(x, axis=0),
     "pool": lambda x: xp.max(x.reshape(2, 2, 3, 2), axis=(1, 3)),
     "index": lambda x: xp.take(x, xp.asarray([3, 0, 1]), axis=0) * xp.flip(x[1:, ::2], axis=0)[:3, :1],
@@ -202,7 +205,8 @@ def test_shape_and_dtype_mismatches_raise() -> None:
 
 def _model(nodes: list, opset: int = 18, inputs: Any = None) -> Any:
     inputs = inputs or [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])]
-    g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])])
+    out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
+    g = helper.make_graph(nodes, "g", inputs, [out])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 

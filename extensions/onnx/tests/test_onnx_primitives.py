@@ -14,15 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import tenferro_onnx as tox
 from tenferro_core import catalog
 from tenferro_core import dtypes as D
+from tenferro_onnx.checking import run
+from tenferro_onnx.testing import assert_matches
 from tenferro_runtime.testing.cases import rule_accepts
 from tenferro_runtime.testing.conformance import SPECS, context, resolve_device, to_device
-
-import tenferro_onnx as tox
-from tenferro_onnx.checking import run
-
-from tenferro_onnx.testing import assert_matches
 
 DEV = resolve_device("numpy:cpu")
 CTX = context(DEV)
