@@ -1,0 +1,100 @@
+"""Shared pieces of the data-parallel tests: a small float64 MLP as a dict of tensors, the
+global batch of each step (the same on every rank; rank r trains on its contiguous slice),
+and single-process references. Workers import this module by name (the launcher puts the
+tests folder on the path)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+GLOBAL_BATCH = 24  # divisible by 1, 2, 3, 4 and by the microbatch count 12
+MICROBATCH = 2
+DIMS = (5, 7, 3)
+
+
+def make_params(seed: int = 0, dtype: str = "float64") -> dict:
+    from tenferro_runtime import array_api as xp
+
+    rng = np.random.default_rng(seed)
+    a, h, c = DIMS
+    return {"w1": xp.asarray(rng.standard_normal((a, h)).astype(dtype) * 0.5),
+            "b1": xp.asarray(rng.standard_normal((h,)).astype(dtype) * 0.1),
+            "w2": xp.asarray(rng.standard_normal((h, c)).astype(dtype) * 0.5),
+            "b2": xp.asarray(np.zeros((c,), dtype))}
+
+
+def batch(step: int, seed: int = 1, dtype: str = "float64") -> tuple[np.ndarray, np.ndarray]:
+    """The global batch of `step`: inputs (B, 5) and regression targets (B, 3)."""
+    rng = np.random.default_rng([seed, step])
+    x = rng.standard_normal((GLOBAL_BATCH, DIMS[0])).astype(dtype)
+    y = rng.standard_normal((GLOBAL_BATCH, DIMS[2])).astype(dtype)
+    return x, y
+
+
+def local(arr: np.ndarray, rank: int, world: int) -> np.ndarray:
+    n = arr.shape[0] // world
+    return arr[rank * n:(rank + 1) * n]
+
+
+def loss_fn(p: dict, x, y):
+    from tenferro_runtime import array_api as xp
+
+    h = xp.tanh(x @ p["w1"] + p["b1"])
+    out = h @ p["w2"] + p["b2"]
+    return xp.mean((out - y) ** 2)
+
+
+def as_numpy(params: dict) -> dict:
+    return {k: np.array(v) for k, v in params.items()}
+
+
+def digest(params: dict) -> str:
+    h = hashlib.sha256()
+    for k in sorted(params):
+        h.update(np.ascontiguousarray(np.asarray(params[k])).tobytes())
+    return h.hexdigest()
+
+
+def reference_run(steps: int, make_opt, seed: int = 0) -> list[dict]:
+    """Single process on the concatenated (global) batch: parameters after every step."""
+    from tenferro_ad import value_and_grad
+    from tenferro_runtime import array_api as xp
+    from tenferro_runtime import compile
+
+    opt = make_opt()
+    p = make_params(seed)
+    st = opt.init(p)
+    vg = compile(value_and_grad(loss_fn))
+    out = []
+    for s in range(steps):
+        x, y = batch(s)
+        _, g = vg(p, xp.asarray(x), xp.asarray(y))
+        p, st = opt.update(p, g, st)
+        out.append(as_numpy(p))
+    return out
+
+
+def deterministic_reference(steps: int, make_opt, seed: int = 0) -> list[str]:
+    """Single process, no communication: the same microbatch partials summed in the same fixed
+    order as the deterministic mode; the digest of the parameters after every step."""
+    from tenferro_ad import value_and_grad
+    from tenferro_distributed.data_parallel import _unflat, microbatch_grads, ordered_sum
+    from tenferro_runtime import array_api as xp
+    from tenferro_runtime import compile
+    from tenferro_runtime.pytree import tree_flatten, tree_unflatten
+
+    opt = make_opt()
+    p = make_params(seed)
+    st = opt.init(p)
+    vg = compile(value_and_grad(loss_fn))
+    out = []
+    for s in range(steps):
+        x, y = batch(s)
+        _, flats = microbatch_grads(loss_fn, p, (xp.asarray(x), xp.asarray(y)), MICROBATCH, vg)
+        leaves, td = tree_flatten(p)
+        g = tree_unflatten(td, _unflat(ordered_sum(flats) / flats.shape[0], leaves))
+        p, st = opt.update(p, g, st)
+        out.append(digest(p))
+    return out
