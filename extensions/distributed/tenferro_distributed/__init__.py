@@ -20,14 +20,38 @@ Importing this package does not import torch; the first collective (or init) doe
 """
 
 from tenferro_distributed.algorithms import ALGORITHMS
-from tenferro_distributed.api import (all_gather, all_gather_async, all_reduce, all_reduce_async, broadcast,
-                                      broadcast_async, reduce_scatter, reduce_scatter_async)
+from tenferro_distributed.api import (
+                                      all_gather,
+                                      all_gather_async,
+                                      all_reduce,
+                                      all_reduce_async,
+                                      broadcast,
+                                      broadcast_async,
+                                      reduce_scatter,
+                                      reduce_scatter_async,
+)
 from tenferro_distributed.costmodel import CostModel, calibrate, fit, set_policy
-from tenferro_distributed.errors import (CollectiveError, CollectiveMismatchError, CollectiveTimeoutError,
-                                         DistributedError, NotInitializedError, RankFailureError,
-                                         UnknownAlgorithmError)
-from tenferro_distributed.group import (Group, Work, barrier, current, init, is_initialized, local_rank, rank,
-                                        shutdown, world_size)
+from tenferro_distributed.errors import (
+                                      CollectiveError,
+                                      CollectiveMismatchError,
+                                      CollectiveTimeoutError,
+                                      DistributedError,
+                                      NotInitializedError,
+                                      RankFailureError,
+                                      UnknownAlgorithmError,
+)
+from tenferro_distributed.group import (
+                                      Group,
+                                      Work,
+                                      barrier,
+                                      current,
+                                      init,
+                                      is_initialized,
+                                      local_rank,
+                                      rank,
+                                      shutdown,
+                                      world_size,
+)
 
 __all__ = ["init", "shutdown", "is_initialized", "rank", "world_size", "local_rank", "barrier", "current",
            "Group", "Work", "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_reduce_async",

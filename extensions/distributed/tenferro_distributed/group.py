@@ -17,8 +17,9 @@ same order, so ``(collective, seq)`` names one collective on every rank.
 
 **Faults.** A heartbeat thread writes ``hb/<rank> = "<beat> <seq>"`` to the store every
 `heartbeat` seconds. When a collective fails (gloo reports a closed connection, or the
-per-call timeout passes) the survivor reads every rank's heartbeat twice, 3 periods apart:
-a rank whose beat did not move is dead (`RankFailureError`), a live rank whose seq is behind
+per-call timeout passes) the survivor writes ``failed/<rank>`` and reads every rank's
+heartbeat twice, 3 periods apart: a rank whose beat did not move and that reported no failure
+of its own is dead (`RankFailureError`), a live rank whose seq is behind
 this one's has not reached the collective (`CollectiveTimeoutError`). An unreachable TCP store
 means its host, rank 0, is gone. Either error names the ranks, the collective and its seq;
 the group is then broken: every later collective raises at once (call `shutdown()`; restart
@@ -37,8 +38,13 @@ from datetime import timedelta
 from typing import Any
 
 from tenferro_core.errors import ArgumentError, ArgumentValueError
-from tenferro_distributed.errors import (CollectiveError, CollectiveTimeoutError, DistributedError,
-                                         NotInitializedError, RankFailureError)
+from tenferro_distributed.errors import (
+    CollectiveError,
+    CollectiveTimeoutError,
+    DistributedError,
+    NotInitializedError,
+    RankFailureError,
+)
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds a collective may take when neither `init(timeout=)` nor the call names one."""
@@ -108,6 +114,15 @@ class Group:
             out[r] = (int(beat), int(seq))
         return out
 
+    def _failed(self) -> set[int]:
+        """The ranks that reported a failed collective (alive when they did)."""
+        keys = [f"failed/{r}" for r in range(self.world_size)]
+        try:
+            with self._store_lock:
+                return {r for r, k in enumerate(keys) if self.store.check([k])}
+        except Exception:
+            return set()
+
     # ---- running collectives --------------------------------------------------------------
 
     def _next_seq(self) -> int:
@@ -155,26 +170,34 @@ class Group:
                  elapsed: float) -> CollectiveError:
         """The typed error for collective `name` #`seq` that failed with `error` on this rank."""
         where = f"{name} #{seq} on rank {self.rank} of {self.world_size}"
+        try:  # survivors that fail too may stop beating (exit) later: they are not dead
+            with self._store_lock:
+                self.store.set(f"failed/{self.rank}", str(seq))
+        except Exception:
+            pass
         first = self._read_beats()
         if first is not None:
             self._stop.wait(3 * self.heartbeat)  # a window for live ranks to beat again
             second = self._read_beats()
+            failed = self._failed()
         if first is None or second is None:
             host = self.store_host if self.store_host is not None else 0
             return RankFailureError(f"{where} failed ({_short(error)}) and the rendezvous store is "
                                     f"unreachable: rank {host}, which hosts it, died or hung", name, seq,
                                     (host,))
         dead = tuple(r for r in range(self.world_size)
-                     if r != self.rank and second[r][0] == first[r][0])
+                     if r != self.rank and second[r][0] == first[r][0] and r not in failed)
         if dead:
+            quiet = f"{3 * self.heartbeat:.1f}s"
             return RankFailureError(f"{where} failed after {elapsed:.1f}s ({_short(error)}): rank(s) "
-                                    f"{list(dead)} died (no heartbeat for {3 * self.heartbeat:.1f}s)",
+                                    f"{list(dead)} died or froze (no heartbeat for {quiet})",
                                     name, seq, dead)
         behind = tuple(r for r in range(self.world_size) if second[r][1] < seq)
         timed_out = "timeout" in str(error).lower() or "timed out" in str(error).lower() or elapsed >= timeout
         if behind or timed_out:
-            who = (f"rank(s) {list(behind)} did not reach it (alive, at "
-                   f"{', '.join(f'#{second[r][1]}' for r in behind)})" if behind else "no rank could be named")
+            at = ", ".join(f"#{second[r][1]}" for r in behind)
+            who = (f"rank(s) {list(behind)} did not reach it (alive, at {at})" if behind
+                   else "no rank could be named")
             return CollectiveTimeoutError(f"{where} did not complete within {timeout:g}s: {who}", name, seq,
                                           behind)
         return CollectiveError(f"{where} failed ({_short(error)}); every rank is alive and reached it",
@@ -252,14 +275,17 @@ def _backend_for(device: Any) -> str:
 
 def init(backend: str | None = None, *, rank: int | None = None, world_size: int | None = None,
          init_method: str | None = None, timeout: float | None = None, device: Any = None,
-         debug: bool | None = None, heartbeat: float = 0.5) -> Group:
+         debug: bool | None = None, heartbeat: float = 0.5, store: Any = None) -> Group:
     """Join the job: rendezvous, create the torch.distributed process group, start the heartbeat.
 
     `backend` defaults to NCCL for a ``torch:cuda`` `device`, gloo otherwise. `rank` and
     `world_size` default to $RANK and $WORLD_SIZE, `init_method` to ``env://`` (torchrun's
     MASTER_ADDR/MASTER_PORT). `timeout` (seconds, default $TENFERRO_DIST_TIMEOUT or 300) bounds
     every collective. `debug` (default $TENFERRO_DIST_DEBUG=1) checks before each collective that
-    all ranks pass the same shapes, dtypes and arguments. Returns the `Group`."""
+    all ranks pass the same shapes, dtypes and arguments. `heartbeat` (seconds) is the period of
+    the liveness beat that names dead ranks. `store`: a torch.distributed Store made by the caller
+    (e.g. a TCPStore on a socket bound to 127.0.0.1) instead of `init_method`'s rendezvous; a
+    TCPStore is taken to be hosted by rank 0. Returns the `Group`."""
     import torch.distributed as dist
 
     if _HOLDER["group"] is not None:
@@ -276,12 +302,15 @@ def init(backend: str | None = None, *, rank: int | None = None, world_size: int
     method = init_method or "env://"
     if debug is None:
         debug = os.environ.get("TENFERRO_DIST_DEBUG", "") not in ("", "0")
-    store, r, n = next(dist.rendezvous(method, r, n, timeout=timedelta(seconds=t)))
+    if store is None:
+        store, r, n = next(dist.rendezvous(method, r, n, timeout=timedelta(seconds=t)))
+        host = None if method.startswith("file://") else 0
+    else:
+        host = None if isinstance(store, dist.FileStore) else 0
     dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=r, world_size=n,
                             timeout=timedelta(seconds=t))
     mine = dist.PrefixStore("tenferro/", store)
-    g = Group(r, n, int(os.environ.get("LOCAL_RANK", r)), backend, t, bool(debug), hb, mine,
-              None if method.startswith("file://") else 0)
+    g = Group(r, n, int(os.environ.get("LOCAL_RANK", r)), backend, t, bool(debug), hb, mine, host)
     g._write_beat()
     g._thread = threading.Thread(target=g._beat_loop, name="tenferro-heartbeat", daemon=True)
     g._thread.start()

@@ -92,9 +92,10 @@ def worker_autodiff() -> dict:
 
     # vmap: batch rules against a stack of per-example calls
     xb = xp.asarray(rng.standard_normal((3, 4, 2)))
-    for name, f in (("all_reduce", lambda v: dist.all_reduce(v, "max")), ("broadcast", lambda v: dist.broadcast(v, 0)),
-                    ("all_gather", dist.all_gather), ("reduce_scatter", lambda v: dist.reduce_scatter(
-                        xp.concat([v] * n)))):
+    batched = (("all_reduce", lambda v: dist.all_reduce(v, "max")),
+               ("broadcast", lambda v: dist.broadcast(v, 0)), ("all_gather", dist.all_gather),
+               ("reduce_scatter", lambda v: dist.reduce_scatter(xp.concat([v] * n))))
+    for name, f in batched:
         for axis in (0, 1):
             xa = xp.moveaxis(xb, 0, axis) if axis else xb
             with warnings.catch_warnings():

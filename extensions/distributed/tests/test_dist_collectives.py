@@ -41,7 +41,7 @@ def worker_values(seed: int) -> dict:
         got = got.numpy()
         if got.shape != want.shape or str(got.dtype) != dtype:
             fails.append(f"{what}: got {got.dtype}{got.shape}, want {dtype}{want.shape}")
-        elif not np.allclose(got, want, **_tol(dtype)) if dtype.startswith("f") else not np.array_equal(got, want):
+        elif not (np.allclose(got, want, **_tol(dtype)) if dtype[0] == "f" else np.array_equal(got, want)):
             fails.append(f"{what}: max error {np.max(np.abs(got.astype(float) - want.astype(float)))}")
         if same:  # results every rank holds alike
             digest.update(got.tobytes())
@@ -58,8 +58,8 @@ def worker_values(seed: int) -> dict:
                     refs["mean"] = (stack.sum(0, dtype=dt) / np.asarray(n, dt)).astype(dt)
                 for op, want in refs.items():
                     for alg in dist.ALGORITHMS["all_reduce"]:
-                        check(f"all_reduce {op} {alg} {dev} {dt}{shape}", dist.all_reduce(x, op, algorithm=alg),
-                              want, dt)
+                        got = dist.all_reduce(x, op, algorithm=alg)
+                        check(f"all_reduce {op} {alg} {dev} {dt}{shape}", got, want, dt)
                 for root in range(n):
                     for alg in dist.ALGORITHMS["broadcast"]:
                         check(f"broadcast root={root} {alg} {dev} {dt}{shape}",

@@ -60,6 +60,30 @@ def run_workers(target: str, world: int, tmp: Path, *, timeout: float = 90.0, kw
     return results
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tcp_store(rank: int, world: int, port: int):
+    import socket
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    if rank:
+        return dist.TCPStore("127.0.0.1", port, world, False, timedelta(seconds=30))
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(64)
+    return dist.TCPStore("127.0.0.1", port, world, True, timedelta(seconds=30),
+                         master_listen_fd=sock.detach(), use_libuv=False)
+
+
 def worker_main() -> None:
     import tenferro_distributed as dist
 
@@ -69,7 +93,13 @@ def worker_main() -> None:
     mod, fn = os.environ["TFDIST_TARGET"].split(":")
     func = getattr(importlib.import_module(mod), fn)
     init_kw = kwargs.pop("init", {})
-    dist.init(init_method=os.environ["TFDIST_INIT"], timeout=float(os.environ["TFDIST_TIMEOUT"]), **init_kw)
+    port = kwargs.pop("tcp_port", None)
+    if port is not None:  # a TCPStore hosted by rank 0 on 127.0.0.1 only
+        init_kw["store"] = _tcp_store(rank, int(os.environ["WORLD_SIZE"]), port)
+        init_kw["rank"], init_kw["world_size"] = rank, int(os.environ["WORLD_SIZE"])
+    if "store" not in init_kw:
+        init_kw["init_method"] = os.environ["TFDIST_INIT"]
+    dist.init(timeout=float(os.environ["TFDIST_TIMEOUT"]), **init_kw)
     try:
         res = ("ok", func(**kwargs))
     except Exception as e:  # reported to the parent, which asserts on it
