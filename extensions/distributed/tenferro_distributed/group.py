@@ -40,6 +40,7 @@ from typing import Any
 from tenferro_core.errors import ArgumentError, ArgumentValueError
 from tenferro_distributed.errors import (
     CollectiveError,
+    CollectiveMismatchError,
     CollectiveTimeoutError,
     DistributedError,
     NotInitializedError,
@@ -148,7 +149,7 @@ class Group:
         start = time.monotonic()
         try:
             return fn(t)
-        except CollectiveError:
+        except (CollectiveError, CollectiveMismatchError):  # typed; a mismatch leaves the group intact
             raise
         except Exception as e:
             err = self.diagnose(name, seq, e, t, time.monotonic() - start)
