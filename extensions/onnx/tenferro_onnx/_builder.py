@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ._ort import BOOL_OUT, INT64_OUT, ORDER, carrier
+from ._ort import BOOL_OUT, BROADCASTING, INT64_OUT, ORDER, carrier
 from .errors import ExportError
 
 MIN_OPSET = 18
@@ -56,6 +56,11 @@ class Builder:
             # dynamic axes: sentinel size -> (axis label, the name of its runtime size, int64 [1])
             self.dims: dict[int, tuple[str, str]] = {}
             self.types: dict[str, str] = {}  # value name -> dtype name (where known)
+            self.scalars: dict[str, Any] = {}  # value name -> the one value it repeats (where known)
+            self.expanded: dict[str, str] = {}  # Expand output -> its broadcastable source
+            self.small: set[str] = set()  # constants (possibly smaller than the values they meet)
+            self.producers: dict[str, tuple] = {}  # value name -> (op type, inputs)
+            self.avals: dict[str, Any] = {}  # value name -> the tenferro aval it holds
 
     def sub(self) -> Builder:
         b = Builder(self.opset, self.root)
@@ -92,12 +97,24 @@ class Builder:
         onnxruntime has no kernel for the operands' dtype (`_ort.SUPPORTED`), the node runs in a
         carrier dtype between casts."""
         types = self.root.types
+        if op_type in BROADCASTING:
+            inputs = self._unexpanded(inputs)
         data = 1 if op_type == "Where" else 0
         dt = types.get(inputs[data]) if len(inputs) > data and inputs[data] else None
         c = carrier(op_type, dt) if dt is not None else None
         if c is not None:
             return self._carried(op_type, inputs, dt, c, outs, hint, attrs)
         return self._emit(op_type, inputs, outs, hint, attrs)
+
+    def _unexpanded(self, inputs: list[str]) -> list[str]:
+        """Inputs of a broadcasting op with Expands of constants replaced by their sources,
+        where another input has the full shape (so the result's shape is unchanged)."""
+        r = self.root
+        if not any(x in r.expanded for x in inputs):
+            return inputs
+        if not any(x not in r.expanded and x not in r.small for x in inputs):
+            return inputs
+        return [r.expanded.get(x, x) for x in inputs]
 
     def _emit(self, op_type: str, inputs: list[str], outs: int, hint: str | None, attrs: dict) -> Any:
         from onnx import helper
@@ -106,6 +123,7 @@ class Builder:
         attrs = {k: v for k, v in attrs.items() if v is not None}
         self.nodes.append(helper.make_node(op_type, list(inputs), names, **attrs))
         types = self.root.types
+        self.root.producers[names[0]] = (op_type, tuple(inputs))
         for i, n in enumerate(names):
             t = _out_type(op_type, [types.get(x) for x in inputs], attrs, i)
             if t is not None:
@@ -153,6 +171,7 @@ class Builder:
             hit = r.const_names[key] = self.fresh(hint)
             r.initializers.append(numpy_helper.from_array(np.array(arr, order="C"), hit))
             r.types[hit] = _np_name(arr.dtype)
+            r.small.add(hit)
         return hit
 
     def named_const(self, arr: np.ndarray, name: str) -> str:
@@ -213,7 +232,24 @@ class Builder:
         return self.const(np.array(list(values), dtype=np.int64), hint="shape")
 
     def full(self, value: Any, dtype: Any, shape: tuple) -> str:
-        return self.op("Expand", [self.scalar(value, dtype), self.shape(shape)])
+        return self.repeat(self.scalar(value, dtype), np.asarray(value).reshape(()).item(), shape)
+
+    def repeat(self, scalar: str, value: Any, shape: tuple) -> str:
+        """`scalar` (a 0-d constant holding `value`) expanded to `shape`, remembered as one value."""
+        out = self.op("Expand", [scalar, self.shape(shape)])
+        self.root.scalars[out] = self.root.scalars[scalar] = value
+        self.root.expanded[out] = scalar
+        return out
+
+    def broadcast_const(self, source: str, shape: tuple) -> str:
+        """A constant `source` (broadcastable to `shape`, same rank) expanded to `shape`."""
+        out = self.op("Expand", [source, self.shape(shape)])
+        self.root.expanded[out] = source
+        return out
+
+    def scalar_value(self, name: str) -> Any:
+        """The one value `name` repeats, where known (a constant fill), else None."""
+        return self.root.scalars.get(name)
 
     def cast(self, x: str, dtype: Any) -> str:
         return self.op("Cast", [x], to=onnx_dtype(dtype))

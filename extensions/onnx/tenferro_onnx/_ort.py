@@ -45,6 +45,11 @@ WRAPPING = frozenset({"Where", "Pad", "Add", "Sub", "Mul", "Neg", "ReduceSum", "
 ORDER = frozenset({"Max", "Min", "ReduceMax", "ReduceMin", "ArgMax", "ArgMin", "TopK", "Less",
                    "LessOrEqual", "Greater", "GreaterOrEqual"})
 
+# ops that broadcast their operands numpy-style
+BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Equal", "Less", "LessOrEqual",
+                          "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Where", "Mod", "BitwiseAnd",
+                          "BitwiseOr", "BitwiseXor"})
+
 BOOL_OUT = frozenset({"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "IsNaN", "IsInf",
                       "Not", "And", "Or", "Xor"})
 INT64_OUT = frozenset({"ArgMax", "ArgMin", "Shape", "NonZero", "Size"})

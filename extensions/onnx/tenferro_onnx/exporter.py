@@ -232,13 +232,37 @@ def build_model(graph: Any, opset: int, in_names: list[str], out_names: list[str
         return helper.make_tensor_value_info(n, onnx_dtype(_stored(aval.dtype)), shape)
 
     out_avals = [v.aval for v in graph.outputs]
+    b.nodes = prune(b.nodes, out_names)
+    read = set().union(*(_reads(n) for n in b.nodes)) if b.nodes else set()
+    inits = [t for t in b.initializers if t.name in read]
     g = helper.make_graph(b.nodes, name, [vi(n, v.aval) for n, v in zip(in_names, inputs)],
-                          [vi(n, a) for n, a in zip(out_names, out_avals)], initializer=b.initializers)
+                          [vi(n, a) for n, a in zip(out_names, out_avals)], initializer=inits)
     _label_subgraphs(g, label_of)
     ops = [helper.make_opsetid("", opset)]
     model = helper.make_model(g, opset_imports=ops, producer_name="tenferro-onnx",
                               producer_version=__version__, ir_version=helper.find_min_ir_version_for(ops))
     return model
+
+
+def _reads(node: Any) -> set[str]:
+    """Every name `node` reads, in its sub-graphs too (outer-scope references)."""
+    names = set(node.input)
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            for n in sub.node:
+                names |= _reads(n)
+    return names
+
+
+def prune(nodes: list, outputs: list[str]) -> list:
+    """`nodes` without those whose results nothing reads (lowering leaves unused Expands)."""
+    live = set(outputs)
+    kept = []
+    for n in reversed(nodes):
+        if any(o in live for o in n.output):
+            kept.append(n)
+            live |= _reads(n)
+    return kept[::-1]
 
 
 def _stored(dtype: Any) -> Any:

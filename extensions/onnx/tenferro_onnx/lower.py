@@ -67,6 +67,7 @@ def rule_for(name: str) -> Any:
 def lower_graph(b: Builder, graph: Any, env: dict) -> list[str]:
     """Lower `graph`'s nodes into `b`; `env` maps its input Vars to ONNX names (constants are
     added as initializers). The names of its outputs."""
+    b.root.avals.update((n, v.aval) for v, n in env.items() if isinstance(n, str))
     for v, c in graph.consts.items():
         if v not in env:
             env[v] = const_value(b, host_array(c, v.aval.dtype))
@@ -95,14 +96,14 @@ def const_value(b: Builder, arr: np.ndarray) -> str:
     if arr.size > 1 and arr.dtype.kind != "V":
         flat = arr.reshape(-1)
         if (flat == flat[:1]).all() or (arr.dtype.kind == "f" and np.isnan(flat).all()):
-            return b.op("Expand", [b.const(flat[0], hint="c"), b.shape(arr.shape)])
+            return b.repeat(b.const(flat[0], hint="c"), flat[0].item(), arr.shape)
     dyn = [a for a, n in enumerate(arr.shape) if b.dynamic(n)]
     if dyn and arr.size:  # repeated along its dynamic axes: one slice, expanded at run time
         one = arr
         for a in dyn:
             one = one.take([0], axis=a)
         if np.array_equal(np.broadcast_to(one, arr.shape), arr, equal_nan=arr.dtype.kind == "f"):
-            return b.op("Expand", [b.const(one, hint="const"), b.shape(arr.shape)])
+            return b.broadcast_const(b.const(one, hint="const"), arr.shape)
     return b.const(arr, hint="const")
 
 
@@ -137,6 +138,7 @@ def lower_node(b: Builder, node: Any, env: dict) -> None:
     if len(outs) != len(node.outputs):
         raise AssertionError(f"ONNX rule for {name} gave {len(outs)} outputs for {len(node.outputs)}")
     env.update(zip(node.outputs, outs))
+    b.root.avals.update((o, v.aval) for o, v in zip(outs, node.outputs))
 
 
 __all__ = ["CANNOT_EXPORT", "lower_graph", "lower_node", "rule_for", "rules"]

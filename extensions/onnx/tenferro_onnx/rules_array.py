@@ -320,8 +320,11 @@ def _reduce(op_type: str, bool_op: str | None = None) -> Any:
         if dt == D.bool_ and bool_op is not None:
             r = b.op(bool_op, [b.cast(x, D.uint8), b.ints(axes)], keepdims=0)
             return b.cast(r, D.bool_)
+        pooled = _as_max_pool(b, node, x) if op_type == "ReduceMax" else None
+        if pooled is not None:
+            return pooled
         r = b.op(op_type, [x, b.ints(axes)], keepdims=0)
-        if dt.kind == "f" and op_type in ("ReduceMax", "ReduceMin"):
+        if dt.kind == "f" and op_type in ("ReduceMax", "ReduceMin"):  # NaN wins wherever it is
             nan = b.op("ReduceMax", [b.cast(b.op("IsNaN", [x]), D.uint8), b.ints(axes)], keepdims=0)
             r = b.op("Where", [b.cast(nan, D.bool_), b.scalar(np.nan, dt), r])
         return r
@@ -355,6 +358,28 @@ def _int_reduce(b: Builder, x: str, shape: tuple, axes: tuple, add: bool, dt: An
         hi = b.op("Slice", [x, b.ints([size]), b.ints([2 * size]), b.ints([n])])
         x = b.op("Mul", [lo, hi])
     return _reshape(b, x, rest)
+
+
+def _as_max_pool(b: Builder, node: Any, x: str) -> str | None:
+    """reduce_max over the window axes of (N, C, H/kh, kh, W/kw, kw) reshaped from (N, C, H, W) (a
+    non-overlapping max pool, as tenferro-nn writes it) as MaxPool; a window holding NaN gives NaN
+    (MaxPool alone skips it)."""
+    prod = b.root.producers.get(x)
+    a = _aval(node)
+    if prod is None or prod[0] != "Reshape" or node.params["axes"] != (3, 5) or a.dtype != D.float32:
+        return None
+    src = b.root.avals.get(prod[1][0])
+    if src is None or len(src.shape) != 4 or len(a.shape) != 6 or any(b.dynamic(n) for n in a.shape[2:]):
+        return None
+    n, c, h, w = src.shape
+    if a.shape != (n, c, a.shape[2], a.shape[3], a.shape[4], a.shape[5]) or \
+            (a.shape[2] * a.shape[3], a.shape[4] * a.shape[5]) != (h, w):
+        return None
+    k = [a.shape[3], a.shape[5]]
+    xs = prod[1][0]
+    pool = b.op("MaxPool", [xs], kernel_shape=k, strides=k)
+    nan = b.op("MaxPool", [b.cast(b.op("IsNaN", [xs]), D.float32)], kernel_shape=k, strides=k)
+    return b.op("Where", [b.cast(nan, D.bool_), b.scalar(np.nan, D.float32), pool])
 
 
 def _arg(op_type: str) -> Any:

@@ -133,20 +133,17 @@ def _isfinite(b: Builder, node: Any, ins: list[str]) -> str:
     return b.op("Not", [bad])
 
 
-def _nan_guard(b: Builder, node: Any, ins: list[str], out: str) -> str:
-    """`out` with NaN wherever an operand is NaN (ONNX Max/Min need not propagate it)."""
-    if _dt(node).kind != "f":
-        return out
-    nan = b.op("Or", [b.op("IsNaN", [ins[0]]), b.op("IsNaN", [ins[1]])])
-    return b.op("Where", [nan, b.op("Add", ins), out])
-
-
 def _maxmin(op_type: str, bool_op: str) -> Any:
+    # onnxruntime's Max/Min propagate NaN (as tenferro's maximum/minimum do); max(x, 0) is a Relu
     def rule(b: Builder, node: Any, ins: list[str]) -> str:
         if _dt(node).kind == "b":
             return b.op(bool_op, ins)
         _real_only(node)
-        return _nan_guard(b, node, ins, b.op(op_type, ins))
+        if op_type == "Max" and _dt(node).kind == "f":
+            for i in (0, 1):
+                if b.scalar_value(ins[i]) == 0:
+                    return b.op("Relu", [ins[1 - i]])
+        return b.op(op_type, ins)
     return rule
 
 
@@ -293,6 +290,13 @@ def _shift(left: bool) -> Any:
 
 
 def _select(b: Builder, node: Any, ins: list[str]) -> str:
+    # select(x <= 0, 0, x) (a ReLU as tenferro-nn writes it) is Relu
+    c, a, x = ins
+    prod = b.root.producers.get(c)
+    if (prod is not None and prod[0] == "LessOrEqual" and b.scalar_value(a) == 0 and _dt(node, 1).kind == "f"
+            and len(prod[1]) == 2 and b.root.expanded.get(prod[1][0], prod[1][0]) == x
+            and b.scalar_value(prod[1][1]) == 0):
+        return b.op("Relu", [x])
     return b.op("Where", ins)
 
 
@@ -302,12 +306,7 @@ def _clamp(b: Builder, node: Any, ins: list[str]) -> str:
     if dt.kind == "b":
         return b.op("And", [b.op("Or", [x, lo]), hi])
     _real_only(node)
-    m = b.op("Max", [x, lo])
-    out = b.op("Min", [m, hi])
-    if dt.kind == "f":
-        nan = b.op("Or", [b.op("IsNaN", [x]), b.op("Or", [b.op("IsNaN", [lo]), b.op("IsNaN", [hi])])])
-        out = b.op("Where", [nan, b.op("Add", [b.op("Add", [x, lo]), hi]), out])
-    return out
+    return b.op("Min", [b.op("Max", [x, lo]), hi])
 
 
 def _convert(b: Builder, node: Any, ins: list[str]) -> str:

@@ -258,3 +258,15 @@ def test_bad_arguments_raise_typed_errors() -> None:
 def test_unwritable_path_raises_oserror(tmp_path: Any) -> None:
     with pytest.raises(OSError):
         tox.export(lambda x: x + 1.0, _rand(2), path=tmp_path / "missing" / "m.onnx")
+
+
+def test_max_pool_pattern_keeps_nan_and_relu_pattern() -> None:
+    import tenferro_nn as nn
+
+    pool = nn.MaxPool2d(2)
+    x = np.asarray(RNG.standard_normal((2, 3, 4, 6)).astype(np.float32))
+    x[0, 1, 2, 3] = np.nan
+    x[1, 0, 0, 0] = -np.inf
+    m = _check(lambda v: pool(nn.ReLU()(v)), xp.asarray(x))
+    ops = {n.op_type for n in m.graph.node}
+    assert {"MaxPool", "Relu"} <= ops and "ReduceMax" not in ops
