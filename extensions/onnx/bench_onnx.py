@@ -106,9 +106,10 @@ def main() -> None:
             got_torch = s_torch.run(None, {"x": host})[0]
             assert np.allclose(got_tf, want, rtol=1e-4, atol=1e-5), "tenferro's export disagrees"
             assert np.allclose(got_torch, want, rtol=1e-4, atol=1e-4), "torch's export disagrees"
-            t_tf = _median_ms(lambda: np.asarray(run(model, x)), args.repeat)
-            t_ort = _median_ms(lambda: s_tf.run(None, {"x": host}), args.repeat)
-            t_ort_torch = _median_ms(lambda: s_torch.run(None, {"x": host}), args.repeat)
+            feed = {"x": host}
+            t_tf = _median_ms(lambda r=run, m=model, v=x: np.asarray(r(m, v)), args.repeat)
+            t_ort = _median_ms(lambda s=s_tf, f=feed: s.run(None, f), args.repeat)
+            t_ort_torch = _median_ms(lambda s=s_torch, f=feed: s.run(None, f), args.repeat)
             print(f"{name:<20} {batch:>5} {t_tf:>9.3f} {t_ort:>9.3f} {t_ort_torch:>10.3f} "
                   f"{t_tf / t_ort:>10.2f} {t_ort_torch / t_ort:>18.2f}")
 
