@@ -132,7 +132,11 @@ def lower_node(b: Builder, node: Any, env: dict) -> None:
     if fn is None:
         why = CANNOT_EXPORT.get(name, "no ONNX lowering rule is registered for it")
         raise ExportError(f"{name} (at {node.site}) cannot be exported to ONNX (opset {b.opset}): {why}")
+    first = len(b.nodes)
     outs = fn(b, node, [env[v] for v in node.inputs])
+    for made in b.nodes[first:]:  # where each ONNX node comes from, for the user
+        if not made.doc_string:
+            made.doc_string = f"{name} at {node.site}"
     if isinstance(outs, str):
         outs = [outs]
     if len(outs) != len(node.outputs):
