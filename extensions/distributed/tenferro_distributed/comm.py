@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from tenferro_core.errors import DeviceError
 from tenferro_distributed import algorithms as A
 from tenferro_distributed.errors import CollectiveMismatchError, UnknownAlgorithmError
 from tenferro_distributed.group import Group, current
@@ -73,8 +74,9 @@ def _check_args(g: Group, name: str, x: Any, op: str, algorithm: str, root: int,
     sig = [COLLECTIVES.index(name), OPS.index(op) if op in OPS else -1, _ALGS.index(algorithm),
            _DTYPES.index(str(x.dtype).replace("torch.", "")), len(shape), root, int(np.prod(shape))]
     sig += list(shape[:_SIG - len(sig)]) + [-1] * (_SIG - len(sig) - min(len(shape), _SIG - len(sig)))
-    mine = torch.tensor(sig, dtype=torch.int64)
-    allsig = torch.empty(g.world_size * _SIG, dtype=torch.int64)
+    where = "cpu" if isinstance(x, np.ndarray) else x.device  # NCCL: signatures on the GPU
+    mine = torch.tensor(sig, dtype=torch.int64, device=where)
+    allsig = torch.empty(g.world_size * _SIG, dtype=torch.int64, device=where)
     A._gather_fn()(allsig, mine, async_op=True).wait(timeout=A._left(deadline))
     rows = allsig.reshape(g.world_size, _SIG).tolist()
     bad = [r for r in range(g.world_size) if rows[r] != rows[0]]
@@ -91,6 +93,10 @@ def _check_args(g: Group, name: str, x: Any, op: str, algorithm: str, root: int,
 
 def _dispatch(g: Group, name: str, body, x: Any, op: str, algorithm: str, root: int,
               timeout: float | None, asynchronous: bool, finish=lambda r: r):
+    if g.backend == "nccl" and (isinstance(x, np.ndarray) or x.device.type != "cuda"):
+        raise DeviceError(f"{name}: the NCCL process group communicates CUDA tensors only, got a "
+                          f"{'NumPy' if isinstance(x, np.ndarray) else str(x.device)} buffer; put the tensor "
+                          f"on torch:cuda, or init(backend='gloo') for CPU tensors")
     def fn(t: float):
         deadline = time.monotonic() + t
         if g.debug:

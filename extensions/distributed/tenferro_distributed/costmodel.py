@@ -2,7 +2,7 @@
 
 The time of algorithm `a` on a message of `m` bytes is modelled as ``alpha[a] + beta[a] * m``
 (latency in seconds, inverse bandwidth in seconds per byte). `calibrate()` times each
-all_reduce algorithm on a few sizes (median of `reps` runs, the slowest rank's time, so every
+all_reduce algorithm on a few sizes (fastest of `reps` runs, the slowest rank's time, so every
 rank fits the same numbers), fits alpha and beta by least squares, installs the model on the
 group and sets its policy to "auto": from then on a collective called without ``algorithm=``
 runs the algorithm with the smallest predicted time for its message size. The choice is the
@@ -43,17 +43,21 @@ class CostModel:
 
 
 def fit(sizes: list[int], times: dict[str, list[float]]) -> CostModel:
-    """Least-squares alpha, beta (both clipped at 0) per algorithm from times at `sizes` bytes."""
+    """alpha, beta (both clipped at 0) per algorithm from times at `sizes` bytes, by least squares
+    on the relative error (each row divided by its time): sizes span decades, and plain least
+    squares would fit the largest ones and leave the latency to noise."""
     m = np.asarray(sizes, np.float64)
     design = np.stack([np.ones_like(m), m], axis=1)
     alpha, beta = {}, {}
     for alg, t in times.items():
-        (a, b), *_ = np.linalg.lstsq(design, np.asarray(t, np.float64), rcond=None)
+        t = np.asarray(t, np.float64)
+        w = 1.0 / np.maximum(t, 1e-12)
+        (a, b), *_ = np.linalg.lstsq(design * w[:, None], t * w, rcond=None)
         alpha[alg], beta[alg] = max(float(a), 0.0), max(float(b), 0.0)
     return CostModel(alpha, beta)
 
 
-def calibrate(sizes: tuple[int, ...] = (1 << 10, 1 << 16, 1 << 20), reps: int = 3,
+def calibrate(sizes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 22), reps: int = 3,
               algorithms: tuple[str, ...] = A.ALGORITHMS["all_reduce"], install: bool = True) -> CostModel:
     """Time all_reduce (float32 sum) per algorithm on `sizes` bytes and fit the model (a
     collective: every rank must call it). Installs it with policy "auto" unless install=False."""
@@ -76,7 +80,7 @@ def calibrate(sizes: tuple[int, ...] = (1 << 10, 1 << 16, 1 << 20), reps: int = 
                 t0 = time.perf_counter()
                 all_reduce_buf(buf, "sum", alg)
                 runs.append(time.perf_counter() - t0)
-            times[alg].append(float(np.median(runs)))
+            times[alg].append(min(runs))  # the least disturbed run
     flat = torch.tensor([t for a in algorithms for t in times[a]], dtype=torch.float64)
     worst = all_reduce_buf(flat, "max", "native")
     k = len(sizes)

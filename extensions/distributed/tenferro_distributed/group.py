@@ -303,6 +303,11 @@ def init(backend: str | None = None, *, rank: int | None = None, world_size: int
     method = init_method or "env://"
     if debug is None:
         debug = os.environ.get("TENFERRO_DIST_DEBUG", "") not in ("", "0")
+    local = int(os.environ.get("LOCAL_RANK", r))
+    if backend == "nccl":
+        import torch
+
+        torch.cuda.set_device(local)
     if store is None:
         store, r, n = next(dist.rendezvous(method, r, n, timeout=timedelta(seconds=t)))
         host = None if method.startswith("file://") else 0
@@ -311,7 +316,7 @@ def init(backend: str | None = None, *, rank: int | None = None, world_size: int
     dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=r, world_size=n,
                             timeout=timedelta(seconds=t))
     mine = dist.PrefixStore("tenferro/", store)
-    g = Group(r, n, int(os.environ.get("LOCAL_RANK", r)), backend, t, bool(debug), hb, mine, host)
+    g = Group(r, n, local, backend, t, bool(debug), hb, mine, host)
     g._write_beat()
     g._thread = threading.Thread(target=g._beat_loop, name="tenferro-heartbeat", daemon=True)
     g._thread.start()
