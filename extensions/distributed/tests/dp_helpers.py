@@ -98,3 +98,58 @@ def deterministic_reference(steps: int, make_opt, seed: int = 0) -> list[str]:
         p, st = opt.update(p, g, st)
         out.append(digest(p))
     return out
+
+
+def _adam():
+    import tenferro_nn as nn
+
+    return nn.Adam(lr=0.05)
+
+
+def ckpt_main(out: str, ckpt: str, steps: int, every: int, fail_at: int) -> None:
+    """Run under torchrun: deterministic data-parallel training that checkpoints every `every`
+    steps, resumes from the last checkpoint, and (first attempt only) has rank 1 exit at step
+    `fail_at`. Rank 0 writes the final digest and where it started to `out` (JSON)."""
+    import json
+    import os
+
+    import tenferro_distributed as dist
+    from tenferro_ad import value_and_grad
+    from tenferro_distributed.checkpoint import load_checkpoint, save_checkpoint
+    from tenferro_distributed.data_parallel import deterministic_value_and_grad
+    from tenferro_runtime import array_api as xp
+    from tenferro_runtime import compile
+
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    # a fresh store per attempt: torchrun's agent store keeps the keys of the failed attempt
+    # (a dead rank's gloo address), which env:// would hand to the restarted ranks
+    dist.init(timeout=60, init_method=f"file://{ckpt}.store{attempt}")
+    r, n = dist.rank(), dist.world_size()
+    opt = _adam()
+    p = make_params()
+    st = opt.init(p)
+    got = load_checkpoint(ckpt, {"params": p, "opt": st})
+    start = 0
+    if got is not None:
+        tree, start, _ = got
+        p, st = tree["params"], tree["opt"]
+    vg = compile(value_and_grad(loss_fn))
+    for s in range(start, steps):
+        if attempt == 0 and s == fail_at and r == 1:
+            os._exit(3)  # a crash: torchrun restarts every worker
+        x, y = batch(s)
+        xl, yl = xp.asarray(local(x, r, n)), xp.asarray(local(y, r, n))
+        _, g = deterministic_value_and_grad(loss_fn, p, xl, yl, microbatch=MICROBATCH, value_and_grad_fn=vg)
+        p, st = opt.update(p, g, st)
+        if (s + 1) % every == 0:
+            save_checkpoint(ckpt, {"params": p, "opt": st}, step=s + 1)
+    if r == 0:
+        with open(out, "w") as f:
+            json.dump({"digest": digest(p), "start": start, "attempt": attempt, "world": n}, f)
+    dist.shutdown()
+
+
+if __name__ == "__main__":
+    import sys
+
+    ckpt_main(sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6]))
