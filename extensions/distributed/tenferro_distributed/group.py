@@ -285,8 +285,8 @@ def init(backend: str | None = None, *, rank: int | None = None, world_size: int
     every collective. `debug` (default $TENFERRO_DIST_DEBUG=1) checks before each collective that
     all ranks pass the same shapes, dtypes and arguments. `heartbeat` (seconds) is the period of
     the liveness beat that names dead ranks. `store`: a torch.distributed Store made by the caller
-    (e.g. a TCPStore on a socket bound to 127.0.0.1) instead of `init_method`'s rendezvous; a
-    TCPStore is taken to be hosted by rank 0. Returns the `Group`."""
+    instead of `init_method`'s rendezvous; a TCPStore is taken to be hosted by rank 0. A TCP
+    rendezvous at 127.0.0.1/localhost listens on 127.0.0.1 only. Returns the `Group`."""
     import torch.distributed as dist
 
     if _HOLDER["group"] is not None:
@@ -309,6 +309,8 @@ def init(backend: str | None = None, *, rank: int | None = None, world_size: int
 
         torch.cuda.set_device(local)
     if store is None:
+        store = _loopback_store(method, r, n, t)
+    if store is None:
         store, r, n = next(dist.rendezvous(method, r, n, timeout=timedelta(seconds=t)))
         host = None if method.startswith("file://") else 0
     else:
@@ -327,6 +329,38 @@ def init(backend: str | None = None, *, rank: int | None = None, world_size: int
         _teardown(g)
         raise
     return g
+
+
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _loopback_store(method: str, rank: int, world: int, timeout: float) -> Any:
+    """For a rendezvous on this machine (``tcp://127.0.0.1:port``, or ``env://`` with
+    MASTER_ADDR 127.0.0.1/localhost and no torchrun agent store), the TCPStore with rank 0's
+    server on a socket bound to 127.0.0.1: torch's own binds every interface. None otherwise."""
+    import socket
+    from urllib.parse import urlparse
+
+    import torch.distributed as dist
+
+    if method.startswith("tcp://"):
+        u = urlparse(method)
+        host, port = u.hostname, u.port
+    elif method.startswith("env://") and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        host, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    else:
+        return None
+    if host not in _LOOPBACK or not port:
+        return None
+    td = timedelta(seconds=timeout)
+    if rank:
+        return dist.TCPStore("127.0.0.1", int(port), world, False, td)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", int(port)))
+    sock.listen(128)
+    return dist.TCPStore("127.0.0.1", int(port), world, True, td, master_listen_fd=sock.detach(),
+                         use_libuv=False)
 
 
 def barrier(timeout: float | None = None) -> None:

@@ -156,3 +156,35 @@ def test_debug_mode_names_the_disagreeing_rank(tmp_path):
         assert got == [3.0] * 3
         assert auto == (np.arange(10.0) * 6).tolist()
     assert len({(tuple(out[1][2]), tuple(out[1][3])) for out in res}) == 1  # one model on every rank
+
+
+def _listeners(port: int) -> set[str]:
+    """Local addresses listening on `port` (/proc/net/tcp and tcp6, state 0A = LISTEN)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                addr, p = local.rsplit(":", 1)
+                if state == "0A" and int(p, 16) == port:
+                    found.add(addr)
+    return found
+
+
+@pytest.mark.parametrize("how", ["tcp", "env"])
+def test_tcp_rendezvous_listens_on_loopback_only(how, monkeypatch):
+    port = h.free_port()
+    if how == "env":  # torchrun's variables, without torchrun
+        for k, v in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1",
+                         LOCAL_RANK="0").items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+        dist.init(timeout=20.0)
+    else:
+        dist.init(rank=0, world_size=1, init_method=f"tcp://127.0.0.1:{port}", timeout=20.0)
+    try:
+        assert _listeners(port) == {"0100007F"}  # 127.0.0.1, not 0.0.0.0 or ::
+        assert dist.current().store_host == 0
+        np.testing.assert_array_equal(dist.all_reduce(xp.arange(3)).numpy(), np.arange(3))
+    finally:
+        dist.shutdown()

@@ -68,22 +68,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _tcp_store(rank: int, world: int, port: int):
-    import socket
-    from datetime import timedelta
-
-    import torch.distributed as dist
-
-    if rank:
-        return dist.TCPStore("127.0.0.1", port, world, False, timedelta(seconds=30))
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(64)
-    return dist.TCPStore("127.0.0.1", port, world, True, timedelta(seconds=30),
-                         master_listen_fd=sock.detach(), use_libuv=False)
-
-
 def worker_main() -> None:
     import tenferro_distributed as dist
 
@@ -94,11 +78,10 @@ def worker_main() -> None:
     func = getattr(importlib.import_module(mod), fn)
     init_kw = kwargs.pop("init", {})
     port = kwargs.pop("tcp_port", None)
-    if port is not None:  # a TCPStore hosted by rank 0 on 127.0.0.1 only
-        init_kw["store"] = _tcp_store(rank, int(os.environ["WORLD_SIZE"]), port)
-        init_kw["rank"], init_kw["world_size"] = rank, int(os.environ["WORLD_SIZE"])
-    if "store" not in init_kw:
-        init_kw["init_method"] = os.environ["TFDIST_INIT"]
+    if port is not None:  # the torchrun way: MASTER_ADDR/MASTER_PORT, a TCPStore hosted by rank 0
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        init_kw["init_method"] = "env://"
+    init_kw.setdefault("init_method", os.environ["TFDIST_INIT"])
     dist.init(timeout=float(os.environ["TFDIST_TIMEOUT"]), **init_kw)
     try:
         res = ("ok", func(**kwargs))
