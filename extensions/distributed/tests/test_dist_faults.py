@@ -38,7 +38,14 @@ def worker_loop(victim: int, mode: str, algorithm: str, hang_s: float = 0.0) -> 
             while not all(p.exists() for p in others) and time.monotonic() < deadline:
                 idle.wait(0.05)
             return "hung"
-        x = dist.all_reduce(x, "mean", algorithm=algorithm)
+        try:
+            x = dist.all_reduce(x, "mean", algorithm=algorithm)
+        except dist.CollectiveError:
+            with pytest.raises(type(dist.current().broken)):  # the group stays broken, at once
+                dist.barrier()
+            dist.shutdown()  # returns although peers are gone
+            assert not dist.is_initialized()
+            raise
     return "finished"
 
 
