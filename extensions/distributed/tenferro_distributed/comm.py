@@ -20,7 +20,7 @@ from tenferro_distributed.group import Group, current
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 OPS = ("sum", "mean", "max", "min")
 _ALGS = ("auto", "native", "ring", "tree", "rhd")
-_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
+_DTYPES = ("float16", "float32", "float64", "int8", "int32", "int64", "uint8")  # gloo has no int16
 SUPPORTED_DTYPES = frozenset(_DTYPES)
 _SIG = 14
 

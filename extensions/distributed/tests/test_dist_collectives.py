@@ -47,9 +47,9 @@ def worker_values(seed: int) -> dict:
             digest.update(got.tobytes())
 
     shapes = [(), (0,), (1,), (7,), (3 * n + 1,), (5, 3), (1000,)]
-    for dev in DEVICES:
-        for dt in DTYPES:
-            for shape in shapes:
+    for dev in DEVICES:  # torch:cpu shares the kernel: fewer dtypes and shapes there
+        for dt in DTYPES if dev == "numpy:cpu" else ("float32", "int64"):
+            for shape in shapes if dev == "numpy:cpu" else [(), (0,), (3 * n + 1,), (5, 3)]:
                 xs = [_input(seed, k, shape, dt) for k in range(n)]
                 x = xp.asarray(xs[r], device=dev)
                 stack = np.stack(xs)
@@ -60,7 +60,7 @@ def worker_values(seed: int) -> dict:
                     for alg in dist.ALGORITHMS["all_reduce"]:
                         got = dist.all_reduce(x, op, algorithm=alg)
                         check(f"all_reduce {op} {alg} {dev} {dt}{shape}", got, want, dt)
-                for root in range(n):
+                for root in range(n) if shape == (3 * n + 1,) else (n - 1,):
                     for alg in dist.ALGORITHMS["broadcast"]:
                         check(f"broadcast root={root} {alg} {dev} {dt}{shape}",
                               dist.broadcast(x, root, algorithm=alg), xs[root], dt)
@@ -79,6 +79,22 @@ def worker_values(seed: int) -> dict:
                     for alg in dist.ALGORITHMS["reduce_scatter"]:
                         check(f"reduce_scatter {op} {alg} {dev} {dt}{shape}",
                               dist.reduce_scatter(x, op, algorithm=alg), want, dt, False)
+    # the narrower dtypes, one shape each, every collective and algorithm (sums kept in range)
+    for dt in ("float16", "int8", "uint8"):
+        xs = [(np.arange(2 * n + 1) % 5 + k).astype(dt) for k in range(n)]
+        x = xp.asarray(xs[r])
+        stack = np.stack(xs)
+        for op, want in (("sum", stack.sum(0, dtype=dt)), ("max", stack.max(0)), ("min", stack.min(0))):
+            for alg in dist.ALGORITHMS["all_reduce"]:
+                check(f"all_reduce {op} {alg} {dt}", dist.all_reduce(x, op, algorithm=alg), want, dt)
+        for alg in dist.ALGORITHMS["all_gather"]:
+            check(f"all_gather {alg} {dt}", dist.all_gather(x, algorithm=alg), np.concatenate(xs), dt)
+        for alg in dist.ALGORITHMS["broadcast"]:
+            check(f"broadcast {alg} {dt}", dist.broadcast(x, n - 1, algorithm=alg), xs[n - 1], dt)
+        rows = [np.resize(v, 2 * n) for v in xs]
+        for alg in dist.ALGORITHMS["reduce_scatter"]:
+            check(f"reduce_scatter {alg} {dt}", dist.reduce_scatter(xp.asarray(rows[r]), algorithm=alg),
+                  np.sum(rows, 0, dtype=dt)[2 * r:2 * r + 2], dt, False)
     # async: started, then a sync collective, then waited (issue order kept on every rank)
     x = xp.asarray(_input(seed, r, (9,), "float64"))
     works = [dist.all_reduce_async(x, algorithm=a) for a in dist.ALGORITHMS["all_reduce"]]
@@ -104,7 +120,7 @@ def test_collectives_match_numpy_on_every_rank(world, tmp_path):
     for r, (status, *rest) in enumerate(res):
         assert status == "ok", (r, rest)
         assert rest[0]["fails"] == [], (r, rest[0]["fails"][:10])
-        assert rest[0]["count"] > 500
+        assert rest[0]["count"] > 400
     # every rank holds bitwise the same results, and ran the same number of collectives
     assert len({out[1]["digest"] for out in res}) == 1
     assert len({out[1]["seq"] for out in res}) == 1

@@ -88,6 +88,7 @@ def test_world_of_one_in_process(tmp_path):
         for bad, error, match in (
                 (lambda: dist.all_reduce(xp.asarray([True, False])), DTypeError, "bool"),
                 (lambda: dist.all_reduce(xp.asarray([1 + 2j])), DTypeError, "complex"),
+                (lambda: dist.all_gather(xp.asarray(np.ones(2, np.int16))), DTypeError, "int16"),
                 (lambda: dist.all_reduce(xp.arange(3), "mean"), DTypeError, "floating"),
                 (lambda: dist.all_gather(xp.asarray(1.0)), ShapeError, "reshape"),
                 (lambda: dist.broadcast(xp.ones(2), root=1), ArgumentValueError, r"\[0, 1\)"),
