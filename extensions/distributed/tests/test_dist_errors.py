@@ -112,6 +112,12 @@ def test_world_of_one_in_process(tmp_path):
     assert not dist.is_initialized()
     with pytest.raises(dist.NotInitializedError):
         dist.rank()
+    g = dist.init(rank=0, world_size=1, init_method=f"file://{tmp_path / 'again'}", timeout=20.0)
+    try:  # a fresh group after shutdown (a restart in the same process): sequence numbers anew
+        assert dist.current() is g and g.seq == 1 and g.policy == "native"
+        np.testing.assert_array_equal(dist.all_gather(xp.ones(2)).numpy(), np.ones(2))
+    finally:
+        dist.shutdown()
 
 
 def worker_debug() -> list:
