@@ -112,10 +112,13 @@ def _check_grads(where: str, leaves: list) -> None:
 
 
 def allreduce_gradients(grads: Any, *, op: str = "mean", bucket_bytes: int = DEFAULT_BUCKET_BYTES,
-                        algorithm: str | None = None, timeout: float | None = None) -> Any:
+                        algorithm: str | None = None, timeout: float | None = None,
+                        overlap: bool = False) -> Any:
     """`grads` (any pytree of tensors) reduced over ranks ("mean" by default, or "sum"), in
     buckets. Eager tensors: every bucket starts asynchronously, then all are waited; traced
-    (inside grad/compile): one `all_reduce` primitive per bucket."""
+    (inside grad/compile): one `all_reduce` primitive per bucket, or with `overlap=True` one
+    start/wait pair per bucket, which the `distributed_overlap` pass moves apart so the
+    communication runs during backward (overlap.py; the pass must be registered)."""
     from tenferro_distributed import api
     from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 
@@ -132,8 +135,11 @@ def allreduce_gradients(grads: Any, *, op: str = "mean", bucket_bytes: int = DEF
             for i, r in zip(b, _unflat(w.wait(), [leaves[i] for i in b])):
                 out[i] = r
     else:
+        from tenferro_distributed.overlap import all_reduce_overlapped
+
+        reduce = all_reduce_overlapped if overlap else api.all_reduce
         for b in buckets:
-            red = api.all_reduce(_flat([leaves[i] for i in b]), op, algorithm=algorithm, timeout=timeout)
+            red = reduce(_flat([leaves[i] for i in b]), op, algorithm=algorithm, timeout=timeout)
             for i, r in zip(b, _unflat(red, [leaves[i] for i in b])):
                 out[i] = r
     return tree_unflatten(td, out)
