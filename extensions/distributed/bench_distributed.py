@@ -1,0 +1,216 @@
+"""Benchmark draft for tenferro-distributed (2 local processes on gloo, one thread each).
+
+1. Step time of a data-parallel train step (forward, backward, gradient all_reduce, Adam) for
+   the digits CNN and the MLP 784-512-512-10: tenferro (compiled step, buckets inside the
+   graph; and with overlap=True, the start/wait pass) vs PyTorch DDP on the same model, and
+   each vs its compute-only step (no communication): the overlap figure.
+2. all_reduce time per algorithm (native, ring, tree, rhd) over 1 KB - 64 MB, with the
+   fitted alpha-beta cost model's prediction beside it.
+
+Timings are medians of interleaved rounds (every variant timed in each round, side by side),
+so a machine loaded by other work shifts all of them alike; read the ratios, not the times.
+
+    python extensions/distributed/bench_distributed.py [--rounds 7] [--steps 10] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def _tf_models():
+    import tenferro_nn as nn
+    from tenferro_runtime import random
+
+    k = random.split(random.key(0), 7)
+    cnn = nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1, key=k[0]), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1, key=k[1]), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(256, 128, key=k[2]), nn.ReLU(), nn.Linear(128, 10, key=k[3]))
+    mlp = nn.Sequential(nn.Linear(784, 512, key=k[4]), nn.ReLU(), nn.Linear(512, 512, key=k[5]), nn.ReLU(),
+                        nn.Linear(512, 10, key=k[6]))
+    return {"digits CNN": (cnn, (1, 8, 8), 32), "MLP 784-512-512-10": (mlp, (784,), 64)}
+
+
+def _torch_model(name: str):
+    import torch.nn as tnn
+
+    if name.startswith("digits"):
+        return tnn.Sequential(tnn.Conv2d(1, 32, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
+                              tnn.Conv2d(32, 64, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(),
+                              tnn.Linear(256, 128), tnn.ReLU(), tnn.Linear(128, 10))
+    return tnn.Sequential(tnn.Linear(784, 512), tnn.ReLU(), tnn.Linear(512, 512), tnn.ReLU(),
+                          tnn.Linear(512, 10))
+
+
+def _overlap_runtime():
+    from tenferro_core.plugins import Plugin, discover
+    from tenferro_distributed import overlap
+    from tenferro_runtime import Runtime
+
+    plugins, reports = discover()
+    return Runtime([*plugins, Plugin("distributed_overlap", overlap)], reports=reports)
+
+
+def _timer(fn, steps: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    return (time.perf_counter() - t0) / steps
+
+
+def bench_steps(args) -> list[str]:
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    import tenferro_distributed as dist
+
+    torch.set_num_threads(1)
+    r = dist.rank()
+    ort = _overlap_runtime()
+    lines = []
+    for name, (model, shape, bs) in _tf_models().items():
+        rng = np.random.default_rng(r)
+        x_np = rng.standard_normal((bs, *shape)).astype(np.float32)
+        y_np = rng.integers(0, 10, bs).astype(np.int64)
+        variants = {}
+        for key, sync, ov in (("tf dp", True, False), ("tf dp overlap", True, True),
+                              ("tf compute", False, False)):
+            variants[key] = _tf_variant(model, x_np, y_np, sync, ov, ort)
+        variants["torch ddp"] = _torch_variant(DistributedDataParallel(_torch_model(name)), x_np, y_np)
+        variants["torch compute"] = _torch_variant(_torch_model(name), x_np, y_np)
+        for fn in variants.values():  # warm-up: traces, connections, allocations
+            for _ in range(3):
+                fn()
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(args.rounds):
+            for k, fn in variants.items():
+                times[k].append(_timer(fn, args.steps))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        lines.append(f"{name} (batch {bs} per rank, 2 ranks): " + ", ".join(
+            f"{k} {1e3 * v:.2f} ms" for k, v in med.items()))
+        lines.append(f"  tenferro DP / PyTorch DDP: {med['tf dp'] / med['torch ddp']:.2f}x "
+                     f"(overlap=True: {med['tf dp overlap'] / med['torch ddp']:.2f}x); step / compute-only: "
+                     f"tenferro {med['tf dp'] / med['tf compute']:.2f}x, "
+                     f"tenferro overlap {med['tf dp overlap'] / med['tf compute']:.2f}x, "
+                     f"DDP {med['torch ddp'] / med['torch compute']:.2f}x")
+    return lines
+
+
+def _tf_variant(model, x_np, y_np, sync: bool, overlap: bool, ort):
+    """A step function of its own model copy and data (under the overlap runtime if asked)."""
+    import contextlib
+
+    import tenferro_nn as nn
+    from tenferro_ad import value_and_grad
+    from tenferro_distributed.data_parallel import allreduce_gradients
+    from tenferro_runtime import array_api as xp
+    from tenferro_runtime import compile, use_runtime
+
+    ctx = (lambda: use_runtime(ort)) if overlap else contextlib.nullcontext
+    opt = nn.Adam(lr=1e-3)
+    with ctx():
+        x, y = xp.asarray(x_np), xp.asarray(y_np)
+        m = nn.map_tensors(lambda t: xp.asarray(np.array(t)), model)  # its own buffers (donated)
+        state = [m, opt.init(m)]
+
+    def step(m, st, x, y):
+        loss, g = value_and_grad(lambda m: nn.cross_entropy(m(x), y))(m)
+        if sync:
+            g = allreduce_gradients(g, overlap=overlap)
+        m, st = opt.update(m, g, st)
+        return m, st, loss
+
+    fn = compile(step, donate_argnums=(0, 1))
+
+    def run():
+        with ctx():
+            state[0], state[1], _ = fn(state[0], state[1], x, y)
+    return run
+
+
+def _torch_variant(mod, x_np, y_np):
+    import torch
+
+    opt = torch.optim.Adam(mod.parameters(), lr=1e-3)
+    tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
+
+    def run():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(mod(tx), ty).backward()
+        opt.step()
+    return run
+
+
+def bench_collectives(args) -> list[str]:
+    import torch
+
+    import tenferro_distributed as dist
+    from tenferro_distributed.comm import all_reduce_buf
+
+    model = dist.calibrate(install=False)
+    algs = dist.ALGORITHMS["all_reduce"]
+    sizes = [1 << k for k in range(10, 27, 2 if not args.quick else 4)]  # 1 KB .. 64 MB
+    lines = [f"{'bytes':>10} " + " ".join(f"{a + ' ms':>10} {'pred':>8}" for a in algs)]
+    for size in sizes:
+        buf = torch.ones(size // 4, dtype=torch.float32)
+        row = f"{size:>10} "
+        reps = 3 if size < (1 << 24) else 2
+        for a in algs:
+            all_reduce_buf(buf, "sum", a)
+            t = min(_timer(lambda a=a, b=buf: all_reduce_buf(b, "sum", a), 1) for _ in range(reps))
+            t = float(all_reduce_buf(torch.tensor([t], dtype=torch.float64), "max", "native")[0])
+            row += f"{1e3 * t:>10.3f} {1e3 * model.predict(a, size):>8.3f}"
+        lines.append(row)
+    return lines
+
+
+def worker(args) -> None:
+    import tenferro_distributed as dist
+
+    dist.init(init_method=f"file://{os.environ['BENCH_STORE']}", timeout=300)
+    out = bench_steps(args)
+    if not args.skip_collectives:
+        out += ["", "all_reduce per algorithm (ms, slowest rank, min of reps), cost model prediction beside"]
+        out += bench_collectives(args)
+    if dist.rank() == 0:
+        print("\n".join(out), flush=True)
+    dist.shutdown()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="fewer message sizes")
+    ap.add_argument("--skip-collectives", action="store_true")
+    args = ap.parse_args()
+    if "RANK" in os.environ:
+        worker(args)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, WORLD_SIZE="2", GLOO_SOCKET_IFNAME="lo",
+                   BENCH_STORE=os.path.join(tmp, "store"), TENFERRO_THREADS="1", OMP_NUM_THREADS="1",
+                   OPENBLAS_NUM_THREADS="1")
+        procs = [subprocess.Popen([sys.executable, __file__, *sys.argv[1:]], env=dict(env, RANK=str(r)))
+                 for r in range(2)]
+        try:
+            codes = [p.wait(timeout=900) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    sys.exit(max(codes))
+
+
+if __name__ == "__main__":
+    main()
