@@ -31,7 +31,8 @@ def _loader_threads() -> list[threading.Thread]:
 @pytest.fixture(autouse=True)
 def no_leaked_threads():
     yield
-    gc.collect()
+    if _loader_threads():  # a full collection costs seconds late in a long session: only when needed
+        gc.collect()
     for t in _loader_threads():
         t.join(TIMEOUT)
     assert not _loader_threads(), "a DataLoader worker thread outlived its iteration"
