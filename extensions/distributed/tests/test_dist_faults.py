@@ -18,7 +18,8 @@ from tenferro_core.errors import TenferroError
 from tenferro_distributed import CollectiveTimeoutError, RankFailureError
 
 
-def worker_loop(victim: int, mode: str, algorithm: str, hang_s: float = 0.0) -> str:
+def worker_loop(victim: int, mode: str, algorithm: str, hang_s: float = 0.0,
+                asynchronous: bool = False) -> str:
     import numpy as np
 
     import tenferro_distributed as dist
@@ -39,7 +40,10 @@ def worker_loop(victim: int, mode: str, algorithm: str, hang_s: float = 0.0) -> 
                 idle.wait(0.05)
             return "hung"
         try:
-            x = dist.all_reduce(x, "mean", algorithm=algorithm)
+            if asynchronous:  # the error surfaces at wait()
+                x = dist.all_reduce_async(x, "mean", algorithm=algorithm).wait()
+            else:
+                x = dist.all_reduce(x, "mean", algorithm=algorithm)
         except dist.CollectiveError:
             with pytest.raises(type(dist.current().broken)):  # the group stays broken, at once
                 dist.barrier()
@@ -50,7 +54,8 @@ def worker_loop(victim: int, mode: str, algorithm: str, hang_s: float = 0.0) -> 
 
 
 CASES = {
-    "kill native, file store": dict(world=3, victim=1, mode="kill", algorithm="native"),
+    "kill native async, file store": dict(world=3, victim=1, mode="kill", algorithm="native",
+                                          asynchronous=True),
     "kill ring, 4 ranks": dict(world=4, victim=2, mode="kill", algorithm="ring"),
     "kill the TCP store host": dict(world=2, victim=0, mode="kill", algorithm="tree", tcp=True),
     "hang, rhd": dict(world=3, victim=1, mode="hang", algorithm="rhd"),
@@ -61,7 +66,8 @@ CASES = {
 def test_survivors_raise_naming_the_rank(case, tmp_path):
     c = CASES[case]
     timeout = 3.0
-    kwargs = dict(victim=c["victim"], mode=c["mode"], algorithm=c["algorithm"], hang_s=4 * timeout)
+    kwargs = dict(victim=c["victim"], mode=c["mode"], algorithm=c["algorithm"], hang_s=4 * timeout,
+                  asynchronous=c.get("asynchronous", False))
     if c.get("tcp"):
         kwargs["tcp_port"] = h.free_port()
     res = h.run_workers("test_dist_faults:worker_loop", c["world"], tmp_path, kwargs=kwargs, timeout=60,
