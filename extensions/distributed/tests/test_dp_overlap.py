@@ -56,6 +56,15 @@ def worker_overlap(steps: int) -> dict:
             err = max(float(np.max(np.abs(np.asarray(p[k]) - ref[s][k]))) for k in ref[s])
             if not err <= 1e-6:
                 fails.append(f"step {s}: max error {err:.3g}")
+    # DataParallel on a Module: rank 0's parameters assigned in place on every rank
+    from tenferro_distributed.data_parallel import DataParallel
+    from tenferro_runtime import random
+
+    lin = nn.Linear(4, 3, key=random.key(10 + r))
+    want = [np.asarray(t) for t in nn.Linear(4, 3, key=random.key(10)).parameters()]
+    DataParallel(lin)
+    if not all(np.array_equal(np.asarray(a), b) for a, b in zip(lin.parameters(), want)):
+        fails.append("DataParallel(Module) did not broadcast rank 0's parameters")
     names = [nd.prim.name for nd in graph.nodes]
     starts = [i for i, nd in enumerate(graph.nodes) if nd.prim is all_reduce_start_p]
     waits = [i for i, nd in enumerate(graph.nodes) if nd.prim is all_reduce_wait_p]

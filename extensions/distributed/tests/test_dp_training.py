@@ -85,6 +85,13 @@ def worker_dp(steps: int) -> dict:
         _, g = vg(p, *local_batch(s))
         p, zst = zopt.update(p, g, zst)
         _compare(fails, f"zero step {s}", p, dp_params[s], 1e-12)
+    # ... and inside a compiled step (reduce_scatter / all_gather primitives in the graph)
+    zstep = compile(lambda p, zst, x, y: zopt.update(p, vg(p, x, y)[1], zst), donate_argnums=(0, 1))
+    pz = H.make_params()
+    zs = zopt.init(pz)
+    for s in range(5):
+        pz, zs = zstep(pz, zs, *local_batch(s))
+        _compare(fails, f"compiled zero step {s}", pz, dp_params[s], 1e-12)
     full, mine = state_bytes(_adam().init(H.make_params())), state_bytes(zst)
     elems = sum(int(np.prod(v.shape)) for v in H.make_params().values())
     pad_bytes = 2 * 8 * (-elems % n)  # two Adam slots, float64, the padding
