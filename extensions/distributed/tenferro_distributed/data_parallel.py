@@ -40,6 +40,8 @@ from tenferro_distributed.group import current
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 """Bucket capacity in bytes when none is given (DDP's default, 25 MiB)."""
+FIRST_BUCKET_BYTES = 1024 * 1024
+"""The first bucket's capacity (as DDP: a small first bucket starts communicating early)."""
 
 
 def _xp():
@@ -67,8 +69,10 @@ def check_bucket_bytes(bucket_bytes: Any) -> int:
 
 def make_buckets(leaves: list, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> list[list[int]]:
     """Indices of `leaves` grouped into buckets: reverse order, one dtype and device per
-    bucket, each at most `bucket_bytes` (a larger leaf is a bucket of its own)."""
+    bucket, each at most `bucket_bytes` (a larger leaf is a bucket of its own), the first one
+    at most min(`bucket_bytes`, FIRST_BUCKET_BYTES)."""
     check_bucket_bytes(bucket_bytes)
+    first = min(bucket_bytes, FIRST_BUCKET_BYTES)
     out: list[list[int]] = []
     open_: dict[tuple, tuple[list[int], int]] = {}
     for i in reversed(range(len(leaves))):
@@ -76,7 +80,7 @@ def make_buckets(leaves: list, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> list
         key = (str(t.dtype), str(t.device))
         nbytes = t.size * t.dtype.itemsize
         cur = open_.get(key)
-        if cur is not None and cur[1] + nbytes > bucket_bytes:
+        if cur is not None and cur[1] + nbytes > (bucket_bytes if out else first):
             out.append(cur[0])
             cur = None
         cur = ([i], nbytes) if cur is None else (cur[0] + [i], cur[1] + nbytes)
