@@ -308,16 +308,21 @@ def init(backend: str | None = None, *, rank: int | None = None, world_size: int
         import torch
 
         torch.cuda.set_device(local)
-    if store is None:
-        store = _loopback_store(method, r, n, t)
-    if store is None:
-        store, r, n = next(dist.rendezvous(method, r, n, timeout=timedelta(seconds=t)))
-        host = None if method.startswith("file://") else 0
-    else:
-        host = None if isinstance(store, dist.FileStore) else 0
-    dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=r, world_size=n,
-                            timeout=timedelta(seconds=t))
-    mine = dist.PrefixStore("tenferro/", store)
+    mine = None
+    try:
+        if store is None:
+            store = _loopback_store(method, r, n, t)
+        if store is None:
+            store, r, n = next(dist.rendezvous(method, r, n, timeout=timedelta(seconds=t)))
+            host = None if method.startswith("file://") else 0
+        else:
+            host = None if isinstance(store, dist.FileStore) else 0
+        mine = dist.PrefixStore("tenferro/", store)
+        mine.set(f"arrived/{r}", "1")
+        dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=r, world_size=n,
+                                timeout=timedelta(seconds=t))
+    except Exception as e:
+        raise _init_error(e, mine, r, n, t, method) from e
     g = Group(r, n, local, backend, t, bool(debug), hb, mine, host)
     g._write_beat()
     g._thread = threading.Thread(target=g._beat_loop, name="tenferro-heartbeat", daemon=True)
@@ -329,6 +334,24 @@ def init(backend: str | None = None, *, rank: int | None = None, world_size: int
         _teardown(g)
         raise
     return g
+
+
+def _init_error(e: Exception, store: Any, rank: int, world: int, timeout: float,
+                method: str) -> CollectiveError:
+    """The typed error for a failed rendezvous, naming the ranks that never arrived."""
+    missing: tuple[int, ...] = ()
+    if store is not None:
+        try:
+            missing = tuple(q for q in range(world) if not store.check([f"arrived/{q}"]))
+        except Exception:
+            missing = ()
+    where = f"init: rank {rank} of {world} ({method})"
+    who = f"rank(s) {list(missing)} never arrived" if missing else "no missing rank could be named"
+    if "timeout" in str(e).lower() or "timed out" in str(e).lower():
+        return CollectiveTimeoutError(f"{where}: the rendezvous did not complete within {timeout:g}s: "
+                                      f"{who}; start every rank (same init_method and world_size)", "init",
+                                      0, missing)
+    return CollectiveError(f"{where} failed ({_short(e)}); {who}", "init", 0, missing)
 
 
 _LOOPBACK = ("127.0.0.1", "localhost")

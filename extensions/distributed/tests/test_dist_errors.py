@@ -195,3 +195,10 @@ def test_tcp_rendezvous_listens_on_loopback_only(how, monkeypatch):
         np.testing.assert_array_equal(dist.all_reduce(xp.arange(3)).numpy(), np.arange(3))
     finally:
         dist.shutdown()
+
+
+def test_rendezvous_without_peers_is_a_typed_timeout_naming_them(tmp_path):
+    with pytest.raises(dist.CollectiveTimeoutError, match=r"rank\(s\) \[1, 2\] never arrived") as info:
+        dist.init(rank=0, world_size=3, init_method=f"file://{tmp_path / 'store'}", timeout=1.0)
+    assert info.value.ranks == (1, 2) and info.value.collective == "init"
+    assert isinstance(info.value, TimeoutError) and not dist.is_initialized()
