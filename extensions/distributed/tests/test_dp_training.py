@@ -11,6 +11,8 @@ import dp_helpers as H
 import numpy as np
 import pytest
 import tfdist_helpers as h
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 STEPS = 50
 
@@ -234,3 +236,33 @@ def test_data_parallel_before_init_is_a_typed_error():
         allreduce_gradients({"w": xp.ones(3)})
     with pytest.raises(NotInitializedError):
         ZeroOptimizer(_adam()).init({"w": xp.ones(4)})
+
+
+@given(sizes=st.lists(st.tuples(st.integers(0, 300), st.sampled_from(["float32", "float64"])), max_size=12),
+       cap=st.integers(1, 2000))
+@example(sizes=[], cap=1)
+@example(sizes=[(0, "float32")], cap=1)
+@example(sizes=[(300, "float64"), (1, "float64")], cap=8)
+def test_buckets_partition_the_leaves(sizes, cap):
+    from tenferro_distributed.data_parallel import FIRST_BUCKET_BYTES, make_buckets
+    from tenferro_runtime import array_api as xp
+
+    leaves = [xp.zeros((n,), dtype=getattr(xp, dt)) for n, dt in sizes]
+    buckets = make_buckets(leaves, cap)
+    flat = sorted(i for b in buckets for i in b)
+    assert flat == list(range(len(leaves)))  # every leaf once
+    for k, b in enumerate(buckets):
+        assert len({str(leaves[i].dtype) for i in b}) == 1
+        assert b == sorted(b, reverse=True)  # backward order: the last parameters first
+        total = sum(leaves[i].size * leaves[i].dtype.itemsize for i in b)
+        assert len(b) == 1 or total <= (cap if k else min(cap, FIRST_BUCKET_BYTES))
+
+
+def test_bucket_size_must_be_a_positive_int():
+    from tenferro_core.errors import ArgumentError, ArgumentValueError
+    from tenferro_distributed.data_parallel import make_buckets
+
+    for bad, err in ((0, ArgumentValueError), (-5, ArgumentValueError), (1.5, ArgumentError),
+                     (True, ArgumentError)):
+        with pytest.raises(err, match="bucket_bytes"):
+            make_buckets([], bad)
