@@ -85,6 +85,9 @@ def bench_steps(args) -> list[str]:
         for key, sync, ov in (("tf dp", True, False), ("tf dp overlap", True, True),
                               ("tf compute", False, False)):
             variants[key] = _tf_variant(model, x_np, y_np, sync, ov, ort)
+        if args.tape:
+            for mode in ("on_ready", "after", "compute"):
+                variants[f"tape {mode}"] = _tape_variant(model, x_np, y_np, mode)
         variants["torch ddp"] = _torch_variant(DistributedDataParallel(_torch_model(name)), x_np, y_np)
         variants["torch compute"] = _torch_variant(_torch_model(name), x_np, y_np)
         for fn in variants.values():  # warm-up: traces, connections, allocations
@@ -102,6 +105,10 @@ def bench_steps(args) -> list[str]:
                      f"tenferro {med['tf dp'] / med['tf compute']:.2f}x, "
                      f"tenferro overlap {med['tf dp overlap'] / med['tf compute']:.2f}x, "
                      f"DDP {med['torch ddp'] / med['torch compute']:.2f}x")
+        if args.tape:
+            lines.append(f"  eager tape: buckets started during backward (on_ready) "
+                         f"{med['tape on_ready'] / med['tape compute']:.2f}x of compute-only, "
+                         f"all_reduce after backward {med['tape after'] / med['tape compute']:.2f}x")
     return lines
 
 
@@ -134,6 +141,32 @@ def _tf_variant(model, x_np, y_np, sync: bool, overlap: bool, ort):
     def run():
         with ctx():
             state[0], state[1], _ = fn(state[0], state[1], x, y)
+    return run
+
+
+def _tape_variant(model, x_np, y_np, mode: str):
+    """An eager GradientTape step: DataParallel.gradient (buckets started by on_ready), the
+    gradient then allreduce_gradients, or no communication."""
+    import tenferro_nn as nn
+    from tenferro_ad import GradientTape
+    from tenferro_distributed.data_parallel import DataParallel
+    from tenferro_runtime import array_api as xp
+
+    m = nn.map_tensors(lambda t: xp.asarray(np.array(t)), model)
+    dp = DataParallel(m)
+    params = dp.parameters()
+    opt = nn.Adam(params, lr=1e-3)
+    x, y = xp.asarray(x_np), xp.asarray(y_np)
+
+    def run():
+        with GradientTape() as tape:
+            tape.watch(params)
+            loss = nn.cross_entropy(m(x), y)
+        if mode == "compute":
+            g = tape.gradient(loss, params)
+        else:
+            g = dp.gradient(tape, loss, overlap=mode == "on_ready")
+        opt.step(g)
     return run
 
 
@@ -192,6 +225,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="fewer message sizes")
     ap.add_argument("--skip-collectives", action="store_true")
+    ap.add_argument("--tape", action="store_true", help="also the eager GradientTape step")
     args = ap.parse_args()
     if "RANK" in os.environ:
         worker(args)

@@ -218,7 +218,7 @@ class DataParallel:
     `gradient` (gradient accumulation, as DDP's ``no_sync``). Calling it calls the model."""
 
     def __init__(self, model: Any, *, bucket_bytes: int = DEFAULT_BUCKET_BYTES, broadcast: bool = True,
-                 algorithm: str | None = None, timeout: float | None = None):
+                 algorithm: str | None = None, timeout: float | None = None, overlap: bool = False):
         from tenferro_distributed.comm import check_algorithm
         from tenferro_distributed.group import check_timeout
 
@@ -226,6 +226,9 @@ class DataParallel:
         self.bucket_bytes = check_bucket_bytes(bucket_bytes)
         self.algorithm = None if algorithm is None else check_algorithm("all_reduce", algorithm)
         self.timeout = None if timeout is None else check_timeout(timeout)
+        if not isinstance(overlap, bool):
+            raise ArgumentError(f"DataParallel: overlap must be a bool, got {overlap!r}")
+        self.overlap = overlap
         self.module = model
         self._sync = True
         self._acc: list | None = None
@@ -256,14 +259,25 @@ class DataParallel:
         finally:
             self._sync = True
 
-    def gradient(self, tape: Any, loss: Any, params: list | None = None, *, op: str = "mean") -> list:
+    def gradient(self, tape: Any, loss: Any, params: list | None = None, *, op: str = "mean",
+                 overlap: bool | None = None) -> list:
         """Gradients of `loss` for `params` (default: `parameters()`), one per parameter,
-        averaged over ranks; bucket all_reduces start as backward makes their gradients final."""
+        averaged over ranks. With `overlap` (default: the constructor's) each bucket's
+        all_reduce starts as the tape's backward walk makes its gradients final; without, the
+        tape's backward runs first (the cached one-graph replay, faster on small models) and
+        the buckets are then reduced asynchronously."""
         params = self.parameters() if params is None else list(params)
         if not self._sync:
             grads = tape.gradient(loss, params)
             self._acc = grads if self._acc is None else [a + g for a, g in zip(self._acc, grads)]
             return grads
+        if not (self.overlap if overlap is None else overlap):
+            grads = tape.gradient(loss, params)
+            if self._acc is not None:
+                grads = [a + g for a, g in zip(self._acc, grads)]
+                self._acc = None
+            return allreduce_gradients(grads, op=op, bucket_bytes=self.bucket_bytes, algorithm=self.algorithm,
+                                       timeout=self.timeout)
         b = _Bucketer(params, make_buckets(params, self.bucket_bytes), self._acc, op, self.algorithm,
                       self.timeout)
         tape.gradient(loss, params, on_ready=b.ready)
