@@ -117,12 +117,13 @@ def _check_grads(where: str, leaves: list) -> None:
 
 def allreduce_gradients(grads: Any, *, op: str = "mean", bucket_bytes: int = DEFAULT_BUCKET_BYTES,
                         algorithm: str | None = None, timeout: float | None = None,
-                        overlap: bool = False) -> Any:
+                        overlap: bool | None = None) -> Any:
     """`grads` (any pytree of tensors) reduced over ranks ("mean" by default, or "sum"), in
     buckets. Eager tensors: every bucket starts asynchronously, then all are waited; traced
     (inside grad/compile): one `all_reduce` primitive per bucket, or with `overlap=True` one
     start/wait pair per bucket, which the `distributed_overlap` pass moves apart so the
-    communication runs during backward (overlap.py; the pass must be registered)."""
+    communication runs during backward (overlap.py). `overlap=None`: where the runtime has
+    that pass registered."""
     from tenferro_distributed import api
     from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 
@@ -141,12 +142,22 @@ def allreduce_gradients(grads: Any, *, op: str = "mean", bucket_bytes: int = DEF
     else:
         from tenferro_distributed.overlap import all_reduce_overlapped
 
+        if overlap is None:
+            overlap = _has_overlap(leaves)
         reduce = all_reduce_overlapped if overlap else api.all_reduce
         for b in buckets:
             red = reduce(_flat([leaves[i] for i in b]), op, algorithm=algorithm, timeout=timeout)
             for i, r in zip(b, _unflat(red, [leaves[i] for i in b])):
                 out[i] = r
     return tree_unflatten(td, out)
+
+
+def _has_overlap(leaves: list) -> bool:
+    """Whether the leaves' runtime registered the overlap pass (and its primitives)."""
+    try:
+        return "distributed_overlap" in leaves[0].aval.device.runtime.passes
+    except (AttributeError, IndexError):
+        return False
 
 
 def broadcast_parameters(params: Any, root: int = 0, *, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
