@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+
 import tfdist_helpers as h
 
 

@@ -9,6 +9,7 @@ import hashlib
 
 import numpy as np
 import pytest
+
 import tfdist_helpers as h
 
 DEVICES = ("numpy:cpu", "torch:cpu")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import tfdist_helpers as h
 
 import tenferro_distributed as dist
+import tfdist_helpers as h
 from tenferro_core.errors import ArgumentError, ArgumentValueError, DTypeError, ShapeError, TenferroError
 from tenferro_runtime import array_api as xp
 

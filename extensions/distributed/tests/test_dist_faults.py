@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-import tfdist_helpers as h
 
+import tfdist_helpers as h
 from tenferro_core.errors import TenferroError
 from tenferro_distributed import CollectiveTimeoutError, RankFailureError
 
