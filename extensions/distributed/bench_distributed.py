@@ -51,15 +51,6 @@ def _torch_model(name: str):
                           tnn.Linear(512, 10))
 
 
-def _overlap_runtime():
-    from tenferro_core.plugins import Plugin, discover
-    from tenferro_distributed import overlap
-    from tenferro_runtime import Runtime
-
-    plugins, reports = discover()
-    return Runtime([*plugins, Plugin("distributed_overlap", overlap)], reports=reports)
-
-
 def _timer(fn, steps: int) -> float:
     t0 = time.perf_counter()
     for _ in range(steps):
@@ -75,7 +66,6 @@ def bench_steps(args) -> list[str]:
 
     torch.set_num_threads(1)
     r = dist.rank()
-    ort = _overlap_runtime()
     lines = []
     for name, (model, shape, bs) in _tf_models().items():
         rng = np.random.default_rng(r)
@@ -84,7 +74,7 @@ def bench_steps(args) -> list[str]:
         variants = {}
         for key, sync, ov in (("tf dp", True, False), ("tf dp overlap", True, True),
                               ("tf compute", False, False)):
-            variants[key] = _tf_variant(model, x_np, y_np, sync, ov, ort)
+            variants[key] = _tf_variant(model, x_np, y_np, sync, ov)
         if args.tape:
             for mode in ("on_ready", "after", "compute"):
                 variants[f"tape {mode}"] = _tape_variant(model, x_np, y_np, mode)
@@ -112,22 +102,18 @@ def bench_steps(args) -> list[str]:
     return lines
 
 
-def _tf_variant(model, x_np, y_np, sync: bool, overlap: bool, ort):
-    """A step function of its own model copy and data (under the overlap runtime if asked)."""
-    import contextlib
-
+def _tf_variant(model, x_np, y_np, sync: bool, overlap: bool):
+    """A step function of its own model copy and data."""
     import tenferro_nn as nn
     from tenferro_ad import value_and_grad
     from tenferro_distributed.data_parallel import allreduce_gradients
     from tenferro_runtime import array_api as xp
-    from tenferro_runtime import compile, use_runtime
+    from tenferro_runtime import compile
 
-    ctx = (lambda: use_runtime(ort)) if overlap else contextlib.nullcontext
     opt = nn.Adam(lr=1e-3)
-    with ctx():
-        x, y = xp.asarray(x_np), xp.asarray(y_np)
-        m = nn.map_tensors(lambda t: xp.asarray(np.array(t)), model)  # its own buffers (donated)
-        state = [m, opt.init(m)]
+    x, y = xp.asarray(x_np), xp.asarray(y_np)
+    m = nn.map_tensors(lambda t: xp.asarray(np.array(t)), model)  # its own buffers (donated)
+    state = [m, opt.init(m)]
 
     def step(m, st, x, y):
         loss, g = value_and_grad(lambda m: nn.cross_entropy(m(x), y))(m)
@@ -139,8 +125,7 @@ def _tf_variant(model, x_np, y_np, sync: bool, overlap: bool, ort):
     fn = compile(step, donate_argnums=(0, 1))
 
     def run():
-        with ctx():
-            state[0], state[1], _ = fn(state[0], state[1], x, y)
+        state[0], state[1], _ = fn(state[0], state[1], x, y)
     return run
 
 

@@ -10,7 +10,7 @@ are computed, in the middle of backward, and every wait is moved to just before 
 node that uses its result (the optimizer update of that bucket). The starts keep their order
 among the graph's effects, so every rank starts the same collectives in the same order.
 
-Registered by `register(registry)` (the plugin calls it).
+Registered by `register(registry)`, which the plugin calls.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import numpy as np
 from tenferro_core.catalog.cost import Cost
 from tenferro_core.dtypes import int64
 from tenferro_core.extension import define_op
-from tenferro_core.plugins import hookimpl
 from tenferro_distributed import comm
 from tenferro_distributed.group import current
 from tenferro_distributed.ops import _payload
@@ -163,11 +162,6 @@ def register(registry) -> None:
         registry.add_rule("cost", prim, _cost)
     registry.add_pass("distributed_overlap", overlap_schedule, position=PASS_POSITION)
 
-
-@hookimpl
-def tenferro_register(registry) -> None:
-    """This module is also a plugin module (for a Runtime built with it explicitly)."""
-    register(registry)
 
 
 __all__ = ["PASS_POSITION", "all_reduce_overlapped", "all_reduce_start_p", "all_reduce_wait_p",

@@ -13,9 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import dp_helpers as H
 import pytest
 
+import dp_helpers as H
 from tenferro_core.errors import ArgumentError
 
 HERE = Path(__file__).resolve().parent

@@ -9,8 +9,9 @@ import signal
 import time
 from pathlib import Path
 
-import dp_helpers as H
 import pytest
+
+import dp_helpers as H
 import tfdist_helpers as h
 
 DIST_TIMEOUT = 6.0

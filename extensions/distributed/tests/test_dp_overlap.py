@@ -4,24 +4,10 @@ the update, and the parameters equal one process on the concatenated batch."""
 
 from __future__ import annotations
 
-import dp_helpers as H
 import numpy as np
+
+import dp_helpers as H
 import tfdist_helpers as h
-
-
-def overlap_runtime():
-    """The discovered plugins plus the overlap module (until the plugin registers it)."""
-    from tenferro_core.plugins import Plugin, discover
-    from tenferro_distributed import overlap
-    from tenferro_runtime import Runtime
-
-    plugins, reports = discover()
-    if any(p.name == "distributed_overlap" for p in plugins):
-        return Runtime(plugins, reports=reports)
-    rt = Runtime(plugins, reports=reports)
-    if overlap.all_reduce_start_p in getattr(rt, "ops", {}):
-        return rt
-    return Runtime([*plugins, Plugin("distributed_overlap", overlap)], reports=reports)
 
 
 def worker_overlap(steps: int) -> dict:
@@ -31,32 +17,31 @@ def worker_overlap(steps: int) -> dict:
     from tenferro_distributed.data_parallel import allreduce_gradients
     from tenferro_distributed.overlap import all_reduce_start_p, all_reduce_wait_p
     from tenferro_runtime import array_api as xp
-    from tenferro_runtime import compile, use_runtime
+    from tenferro_runtime import compile
 
     r, n = dist.rank(), dist.world_size()
     fails = []
-    with use_runtime(overlap_runtime()):
-        ref = H.reference_run(steps, lambda: nn.Adam(lr=0.05))
-        opt = nn.Adam(lr=0.05)
+    ref = H.reference_run(steps, lambda: nn.Adam(lr=0.05))
+    opt = nn.Adam(lr=0.05)
 
-        def train_step(p, st, x, y):
-            loss, g = value_and_grad(H.loss_fn)(p, x, y)
-            # overlap=None: start/wait pairs, since this runtime has the pass
-            p, st = opt.update(p, allreduce_gradients(g, bucket_bytes=100), st)
-            return p, st, loss
+    def train_step(p, st, x, y):
+        loss, g = value_and_grad(H.loss_fn)(p, x, y)
+        # overlap=None: start/wait pairs, since this runtime has the pass
+        p, st = opt.update(p, allreduce_gradients(g, bucket_bytes=100), st)
+        return p, st, loss
 
-        step = compile(train_step, donate_argnums=(0, 1))
-        p = H.make_params()
-        st = opt.init(p)
-        for s in range(steps):
-            x, y = H.batch(s)
-            xl, yl = xp.asarray(H.local(x, r, n)), xp.asarray(H.local(y, r, n))
-            if s == 0:
-                graph = step.lower(p, st, xl, yl)
-            p, st, _ = step(p, st, xl, yl)
-            err = max(float(np.max(np.abs(np.asarray(p[k]) - ref[s][k]))) for k in ref[s])
-            if not err <= 1e-6:
-                fails.append(f"step {s}: max error {err:.3g}")
+    step = compile(train_step, donate_argnums=(0, 1))
+    p = H.make_params()
+    st = opt.init(p)
+    for s in range(steps):
+        x, y = H.batch(s)
+        xl, yl = xp.asarray(H.local(x, r, n)), xp.asarray(H.local(y, r, n))
+        if s == 0:
+            graph = step.lower(p, st, xl, yl)
+        p, st, _ = step(p, st, xl, yl)
+        err = max(float(np.max(np.abs(np.asarray(p[k]) - ref[s][k]))) for k in ref[s])
+        if not err <= 1e-6:
+            fails.append(f"step {s}: max error {err:.3g}")
     # DataParallel on a Module: rank 0's parameters assigned in place on every rank
     from tenferro_distributed.data_parallel import DataParallel
     from tenferro_runtime import random

@@ -7,12 +7,13 @@ checks and returns its failures."""
 
 from __future__ import annotations
 
-import dp_helpers as H
 import numpy as np
 import pytest
-import tfdist_helpers as h
 from hypothesis import example, given
 from hypothesis import strategies as st
+
+import dp_helpers as H
+import tfdist_helpers as h
 
 STEPS = 50
 

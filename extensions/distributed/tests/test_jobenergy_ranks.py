@@ -4,8 +4,9 @@ ranks after the same step."""
 
 from __future__ import annotations
 
-import dp_helpers as H
 import pytest
+
+import dp_helpers as H
 import tfdist_helpers as h
 
 
