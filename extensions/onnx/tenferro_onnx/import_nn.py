@@ -22,6 +22,14 @@ def _reduce(xp_name: str) -> Any:
                 return x
             axes = list(range(len(x.shape)))
         axes = tuple(sorted(a % len(x.shape) for a in axes)) if len(x.shape) else None
+        if axes and any(x.shape[a] == 0 for a in axes) and xp_name in ("max", "min"):
+            # ONNX's empty max/min: the lowest/highest value of the dtype (-inf/inf for floats)
+            dt = x.dtype.numpy
+            lo = -np.inf if dt.kind == "f" else (np.iinfo(dt).min if dt.kind in "iu" else False)
+            hi = np.inf if dt.kind == "f" else (np.iinfo(dt).max if dt.kind in "iu" else True)
+            shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keep else \
+                tuple(n for i, n in enumerate(x.shape) if i not in axes)
+            return np.full(shape, lo if xp_name == "max" else hi, dtype=dt)
         return getattr(_xp(), xp_name)(x, axis=axes, keepdims=keep)
     return rule
 

@@ -149,6 +149,14 @@ def _nn(name: str) -> Any:
     return getattr(F, name)
 
 
+def _bitshift(ctx: Ctx, ins: list, attrs: dict, node: Any) -> Any:
+    left = attrs["direction"] == "LEFT"
+    if _all_static(ins):
+        return np.left_shift(*ins) if left else np.right_shift(*ins)
+    a, b = _xp().broadcast_arrays(*[ctx.tensor(x) for x in ins])
+    return (_lax().shift_left if left else _lax().shift_right)(a, b)
+
+
 def _relu(ctx: Ctx, ins: list, attrs: dict, node: Any) -> Any:
     x = ctx.tensor(ins[0])
     return _xp().maximum(x, _xp().zeros((), dtype=x.dtype, device=x.device))
@@ -511,7 +519,8 @@ RULES: dict[str, Any] = {
     **_ew_rules(), "Mod": _mod, "Max": _variadic(np.maximum, lambda a, b: _xp().maximum(a, b)),
     "Min": _variadic(np.minimum, lambda a, b: _xp().minimum(a, b)),
     "Sum": _variadic(np.add, lambda a, b: a + b), "Mean": _variadic(np.add, lambda a, b: a + b, mean=True),
-    "Relu": _relu, "LeakyRelu": _leaky, "Gelu": _gelu, "IsInf": _isinf, "Where": _where, "Clip": _clip,
+    "BitShift": _bitshift, "Relu": _relu, "LeakyRelu": _leaky, "Gelu": _gelu, "IsInf": _isinf,
+    "Where": _where, "Clip": _clip,
     "Sigmoid": lambda c, i, a, n: _nn("sigmoid")(c.tensor(i[0])),
     "Erf": lambda c, i, a, n: _nn("erf")(c.tensor(i[0])),
     "Softplus": lambda c, i, a, n: _xp().logaddexp(c.tensor(i[0]), 0.0),

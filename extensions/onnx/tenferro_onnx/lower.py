@@ -14,9 +14,6 @@ from .rules_complex import complex_rule, is_complex
 CANNOT_EXPORT: dict[str, str] = {
     "bitcast_convert": "ONNX has BitCast only from opset 26, which onnxruntime 1.32 cannot run; export "
                        "with opset=26 to get it anyway",
-    **{f"tenferro_distributed.{op}.v1": "a collective across processes has no ONNX counterpart (an ONNX "
-                                        "model runs in one process); export the per-process function"
-       for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast")},
     "tenferro_ad.custom_vjp_lin.v1": "a linearized custom_vjp exists only inside reverse-mode AD; export "
                                      "the function itself, not its gradient's internals",
     "tenferro_ad.checkpoint_lin.v1": "a linearized checkpoint exists only inside reverse-mode AD",
@@ -43,6 +40,21 @@ CANNOT_EXPORT: dict[str, str] = {
 }
 """Registered ops that export raises `ExportError` for, with the reason (documented in
 docs/onnx.md; the coverage test checks each raises)."""
+
+
+CANNOT_EXPORT_FAMILIES: dict[str, str] = {
+    "tenferro_distributed": "a collective across processes has no ONNX counterpart (an ONNX model runs in "
+                            "one process); export the per-process function",
+}
+"""Op families (the id's package) none of whose ops export, with the reason."""
+
+
+def cannot_export(name: str) -> str | None:
+    """Why `name` cannot be exported (None: it is not documented as unexportable)."""
+    why = CANNOT_EXPORT.get(name)
+    if why is None and "." in name:
+        why = CANNOT_EXPORT_FAMILIES.get(name.split(".", 1)[0])
+    return why
 
 
 def rules() -> dict[str, Any]:
@@ -130,7 +142,7 @@ def lower_node(b: Builder, node: Any, env: dict) -> None:
     if fn is not None and is_complex(node):
         fn = complex_rule(node)
     if fn is None:
-        why = CANNOT_EXPORT.get(name, "no ONNX lowering rule is registered for it")
+        why = cannot_export(name) or "no ONNX lowering rule is registered for it"
         raise ExportError(f"{name} (at {node.site}) cannot be exported to ONNX (opset {b.opset}): {why}")
     first = len(b.nodes)
     outs = fn(b, node, [env[v] for v in node.inputs])
@@ -145,4 +157,4 @@ def lower_node(b: Builder, node: Any, env: dict) -> None:
     b.root.avals.update((o, v.aval) for o, v in zip(outs, node.outputs))
 
 
-__all__ = ["CANNOT_EXPORT", "lower_graph", "lower_node", "rule_for", "rules"]
+__all__ = ["CANNOT_EXPORT", "CANNOT_EXPORT_FAMILIES", "cannot_export", "lower_graph", "lower_node", "rule_for", "rules"]

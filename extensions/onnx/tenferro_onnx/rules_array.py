@@ -86,12 +86,19 @@ def _starts(b: Builder, node: Any, starts: list[str], sizes: tuple) -> str:
 
 
 def dynamic_slice(b: Builder, node: Any, ins: list[str]) -> str:
+    # per axis, a Gather of start + arange(size): static sizes, data-dependent starts
     sizes = node.params["slice_sizes"]
     if not sizes:
         return b.op("Identity", ins[:1])
     start = _starts(b, node, ins[1:], sizes)
-    end = b.op("Add", [start, b.ints(sizes)])
-    return b.op("Slice", [ins[0], start, end, b.ints(range(len(sizes)))])
+    x = ins[0]
+    for axis, size in enumerate(sizes):
+        if size == _aval(node).shape[axis]:
+            continue  # the whole axis: its start clamps to 0
+        s = b.op("Gather", [start, b.scalar(axis, D.int64)], axis=0)
+        idx = b.op("Add", [b.const(np.arange(size, dtype=np.int64), hint="range"), s])
+        x = b.op("Gather", [x, idx], axis=axis)
+    return x if x != ins[0] else b.op("Identity", [x])
 
 
 def dynamic_update_slice(b: Builder, node: Any, ins: list[str]) -> str:
@@ -222,7 +229,14 @@ def _scatter(add: bool) -> Any:
         xt = b.op("Concat", [xt, fill], axis=0)
         if dt == D.bool_:
             xt, upd = b.cast(xt, D.uint8), b.cast(upd, D.uint8)
-        red = ("max" if dt == D.bool_ else "add") if add else None
+        red = "add" if add else None
+        if add and dt == D.bool_:  # logical or: count the writes in int32, then > 0
+            xt, upd = b.cast(xt, D.int32), b.cast(upd, D.int32)
+            y = b.op("ScatterND", [xt, idx, upd], reduction="add")
+            y = b.op("Greater", [y, b.scalar(0, D.int32)])
+            y = b.op("Slice", [y, b.ints([0]), b.ints([shape[axes[0]]]), b.ints([0])])
+            inv = [perm.index(i) for i in range(len(shape))]
+            return y if inv == list(range(len(shape))) else b.op("Transpose", [y], perm=inv)
         if add and dt.kind == "f" and dt.bits < 32:  # no half-precision ScatterND add kernel
             y = _scatter(True)(b, _with_dtype(node, D.float32), [b.cast(x, D.float32), ins[1],
                                                                    b.cast(upd, D.float32)])

@@ -68,9 +68,19 @@ def _ones_bool(value: bool) -> Any:
     return rule
 
 
-def _expm1(b: Builder, node: Any, ins: list[str]) -> str:
+def _in_float32(fn: Any) -> Any:
+    """`fn` computed in float32 for half-precision operands (its intermediates overflow there)."""
+    def rule(b: Builder, node: Any, ins: list[str]) -> str:
+        dt = _dt(node)
+        if dt.kind == "f" and dt.bits < 32:
+            return b.cast(fn(b, node, [b.cast(ins[0], D.float32)], D.float32), dt)
+        return fn(b, node, ins, dt)
+    return rule
+
+
+def _expm1(b: Builder, node: Any, ins: list[str], dt: Any = None) -> str:
     # Kahan: u = exp(x); u == 1 -> x; u - 1 == -1 -> -1; else (u - 1) * x / log(u)
-    (x,), dt = ins, _dt(node)
+    (x,), dt = ins, dt or _dt(node)
     u = b.op("Exp", [x])
     one = b.scalar(1, dt)
     um1 = b.op("Sub", [u, one])
@@ -81,9 +91,9 @@ def _expm1(b: Builder, node: Any, ins: list[str]) -> str:
     return b.op("Where", [b.op("Equal", [u, one]), x, r])
 
 
-def _log1p(b: Builder, node: Any, ins: list[str]) -> str:
+def _log1p(b: Builder, node: Any, ins: list[str], dt: Any = None) -> str:
     # u = 1 + x; u == 1 -> x; else log(u) * x / (u - 1); u == inf -> inf
-    (x,), dt = ins, _dt(node)
+    (x,), dt = ins, dt or _dt(node)
     one = b.scalar(1, dt)
     u = b.op("Add", [x, one])
     lu = b.op("Log", [u])
@@ -352,8 +362,8 @@ RULES: dict[str, Any] = {
     "neg": simple("Neg"), "abs": by_kind({"iuf": simple("Abs")}), "sign": _sign,
     "conj": by_kind({"iuf": _identity}), "real": by_kind({"iuf": _identity}),
     "imag": by_kind({"iuf": _zeros}),
-    "exp": simple("Exp"), "expm1": by_kind({"f": _expm1}), "log": simple("Log"),
-    "log1p": by_kind({"f": _log1p}),
+    "exp": simple("Exp"), "expm1": by_kind({"f": _in_float32(_expm1)}), "log": simple("Log"),
+    "log1p": by_kind({"f": _in_float32(_log1p)}),
     "sin": simple("Sin"), "cos": simple("Cos"), "tan": _f64_via(_tan, "Tan"), "asin": simple("Asin"),
     "acos": simple("Acos"), "atan": simple("Atan"), "sinh": _f64_via(_sinh, "Sinh"),
     "cosh": _f64_via(_cosh, "Cosh"),

@@ -39,6 +39,7 @@ FAMILIES = {
 ORT_GAPS = {("asin", "float64"), ("acos", "float64"), ("atan", "float64"), ("asinh", "float64"),
             ("acosh", "float64"), ("atanh", "float64"), ("atan2", "float64"), ("conv_general", "float64")}
 EXAMPLES = max(3, settings().max_examples // 8)
+IMPORT_BACK = True  # the exported model imported back must give tenferro's results too
 OPSETS = {"unary": 18, "structural": 18, "reduction": 18}  # the minimum opset, on a few families
 
 
@@ -85,6 +86,13 @@ def _check(cases: list, dtype: Any, engine: str, opset: int | None = None) -> No
     model = tox.export(fn, *args, opset=opset)
     onnx.checker.check_model(model, full_check=True)
     got = run(model, [np.asarray(a) for _, _, c in cases for a in c.args], engine)
+    if IMPORT_BACK:
+        _compare(cases, dtype, list(tox.import_model(model)(*args)) if len(want) > 1 else
+                 [tox.import_model(model)(*args)], want, "import_model")
+    _compare(cases, dtype, got, want, engine)
+
+
+def _compare(cases: list, dtype: Any, got: list, want: list, engine: str) -> None:
     for (name, p, case), g, w in zip(cases, got, want):
         what = f"{name}[{dtype}] by {engine}, params {case.params}, shapes {[a.shape for a in case.args]}"
         if case.check is not None:
