@@ -157,5 +157,5 @@ def lower_node(b: Builder, node: Any, env: dict) -> None:
     b.root.avals.update((o, v.aval) for o, v in zip(outs, node.outputs))
 
 
-__all__ = ["CANNOT_EXPORT", "CANNOT_EXPORT_FAMILIES", "cannot_export", "lower_graph", "lower_node", "rule_for",
-           "rules"]
+__all__ = ["CANNOT_EXPORT", "CANNOT_EXPORT_FAMILIES", "cannot_export", "lower_graph", "lower_node",
+           "rule_for", "rules"]
