@@ -1,6 +1,6 @@
-"""Entry point of tenferro-onnx: exposes the package as the `onnx` namespace
-(`array_api.onnx.export`, ...). It registers no ops: export and import use the ops others
-register."""
+"""Entry point of tenferro-onnx: registers the package as the runtime's `onnx` namespace
+(`default_runtime().namespaces["onnx"]`). It registers no ops: export and import use the ops
+others register."""
 
 from __future__ import annotations
 
