@@ -242,7 +242,8 @@ class Builder:
         return out
 
     def broadcast_const(self, source: str, shape: tuple) -> str:
-        """A constant `source` (broadcastable to `shape`, same rank) expanded to `shape`."""
+        """`source` (numpy-broadcastable to `shape`, same rank) expanded to `shape`; ops that
+        broadcast read `source` itself where another operand has the full shape."""
         out = self.op("Expand", [source, self.shape(shape)])
         self.root.expanded[out] = source
         return out

@@ -109,12 +109,13 @@ def const_value(b: Builder, arr: np.ndarray) -> str:
         flat = arr.reshape(-1)
         if (flat == flat[:1]).all() or (arr.dtype.kind == "f" and np.isnan(flat).all()):
             return b.repeat(b.const(flat[0], hint="c"), flat[0].item(), arr.shape)
-    dyn = [a for a, n in enumerate(arr.shape) if b.dynamic(n)]
-    if dyn and arr.size:  # repeated along its dynamic axes: one slice, expanded at run time
-        one = arr
-        for a in dyn:
-            one = one.take([0], axis=a)
-        if np.array_equal(np.broadcast_to(one, arr.shape), arr, equal_nan=arr.dtype.kind == "f"):
+    if arr.size > 1 and arr.dtype.kind != "V":  # repeated along some axes (a broadcast bias)
+        one, nan = arr, arr.dtype.kind == "f"
+        for a in range(arr.ndim):
+            first = one.take([0], axis=a)
+            if one.shape[a] > 1 and np.array_equal(np.broadcast_to(first, one.shape), one, equal_nan=nan):
+                one = first
+        if one.size < arr.size:
             return b.broadcast_const(b.const(one, hint="const"), arr.shape)
     return b.const(arr, hint="const")
 

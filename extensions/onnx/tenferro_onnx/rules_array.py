@@ -48,7 +48,7 @@ def broadcast_in_dim(b: Builder, node: Any, ins: list[str]) -> str:
     x = ins[0] if tuple(mid) == tuple(src) else _reshape(b, ins[0], tuple(mid))
     if tuple(mid) == tuple(shape):
         return b.op("Identity", [x]) if x == ins[0] else x
-    return b.op("Expand", [x, b.shape(shape)])
+    return b.broadcast_const(x, shape)  # broadcasting consumers read x itself
 
 
 def slice_(b: Builder, node: Any, ins: list[str]) -> str:
