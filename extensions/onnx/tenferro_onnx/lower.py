@@ -109,15 +109,53 @@ def const_value(b: Builder, arr: np.ndarray) -> str:
         flat = arr.reshape(-1)
         if (flat == flat[:1]).all() or (arr.dtype.kind == "f" and np.isnan(flat).all()):
             return b.repeat(b.const(flat[0], hint="c"), flat[0].item(), arr.shape)
+    one = arr
     if arr.size > 1 and arr.dtype.kind != "V":  # repeated along some axes (a broadcast bias)
-        one, nan = arr, arr.dtype.kind == "f"
+        nan = arr.dtype.kind == "f"
         for a in range(arr.ndim):
             first = one.take([0], axis=a)
             if one.shape[a] > 1 and np.array_equal(np.broadcast_to(first, one.shape), one, equal_nan=nan):
                 one = first
-        if one.size < arr.size:
+        ramp = _ramp(b, one)
+        if ramp is not None:
+            return ramp if one.shape == arr.shape else b.broadcast_const(ramp, arr.shape)
+        if one.size < arr.size and not any(b.dynamic(n) for n in one.shape):
             return b.broadcast_const(b.const(one, hint="const"), arr.shape)
+    if b.root.dims and any(b.dynamic(n) for n in arr.shape):
+        axis = next((n for n in one.shape if b.dynamic(n)), next(n for n in arr.shape if b.dynamic(n)))
+        raise ExportError(
+            f"a captured constant of shape {arr.shape} (computed at trace time from Python-level sizes, "
+            f"e.g. xp.arange(x.shape[1]) or a mask built from it) depends on the dynamic axis "
+            f"{b.root.dims[b.dynamic(axis)[0]][0]!r}; only "
+            f"constants repeated or counting (arange) along a dynamic axis can follow it at run time: "
+            f"build it from the traced tensor, or export without that dynamic axis (opset {b.opset})")
     return b.const(arr, hint="const")
+
+
+def _ramp(b: Builder, one: np.ndarray) -> str | None:
+    """`one` (repeated axes already reduced) as Range(start, ...) when it counts along a single
+    dynamic axis (xp.arange of a traced size), reshaped to `one`'s rank; else None."""
+    long = [a for a, n in enumerate(one.shape) if n > 1]
+    if len(long) != 1 or not b.dynamic(one.shape[long[0]]) or one.dtype.kind not in "iuf":
+        return None
+    line = one.reshape(-1)
+    step = line[1] - line[0]
+    if not np.array_equal(line, line[0] + step * np.arange(line.size, dtype=line.dtype)):
+        return None
+    from tenferro_core import dtypes as D
+
+    dt = D.from_numpy(one.dtype)
+    n = b.op("Cast", [b.op("Squeeze", [b.shape([one.shape[long[0]]]), b.ints([0])])], to=_onnx(dt))
+    start = b.const(line[0], hint="c")
+    stop = b.op("Add", [start, b.op("Mul", [n, b.const(step, hint="c")])])
+    r = b.op("Range", [start, stop, b.const(step, hint="c")])
+    return b.op("Reshape", [r, b.shape(one.shape)], allowzero=1)
+
+
+def _onnx(dt: Any) -> int:
+    from ._builder import onnx_dtype
+
+    return onnx_dtype(dt)
 
 
 def _all_empty(b: Builder, node: Any) -> bool:

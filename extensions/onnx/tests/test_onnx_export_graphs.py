@@ -271,3 +271,27 @@ def test_max_pool_pattern_keeps_nan_and_relu_pattern() -> None:
     m = _check(lambda v: pool(nn.ReLU()(v)), xp.asarray(x))
     ops = {n.op_type for n in m.graph.node}
     assert {"MaxPool", "Relu"} <= ops and "ReduceMax" not in ops
+
+
+def test_batch_and_sequence_axes() -> None:
+    wq = _rand(8, 8)
+
+    def attend(x: Any) -> Any:
+        b, t, d = x.shape
+        q = (x.reshape(b * t, d) @ wq).reshape(b, t, d) + xp.astype(xp.arange(t), xp.float32)[:, None] * 0.1
+        s = q @ xp.permute_dims(x, (0, 2, 1)) / 3.0
+        p = xp.exp(s - xp.max(s, axis=-1, keepdims=True))
+        return (p / xp.sum(p, axis=-1, keepdims=True) @ x)[:, -1]
+
+    m = tox.export(attend, _rand(2, 5, 8), dynamic_axes={"x": {0: "batch", 1: "seq"}, "output": {0: "batch"}})
+    onnx.checker.check_model(m, full_check=True)
+    for b, t in [(1, 1), (3, 7), (4, 2)]:
+        x = RNG.standard_normal((b, t, 8)).astype(np.float32)
+        assert_matches(run(m, [x], "onnxruntime")[0], np.asarray(attend(xp.asarray(x))), accumulates=True)
+
+    def masked(x: Any) -> Any:
+        i = xp.arange(x.shape[1])
+        return xp.where(i[:, None] >= i[None, :], x, 0.0)
+
+    with pytest.raises(tox.ExportError, match=r"captured constant of shape \(997, 997\).*'seq'"):
+        tox.export(masked, _rand(5, 5), dynamic_axes={"x": {0: "seq", 1: "seq"}})
