@@ -156,6 +156,19 @@ def worker_dp(steps: int) -> dict:
         digests.append(H.digest(p))
         _compare(fails, f"deterministic step {s}", p, ref[s], 1e-6)
 
+    # ... and inside one compiled step (the microbatch loop and the all_gather traced): the same bits
+    def det_step(p, st, x, y):
+        _, g = deterministic_value_and_grad(H.loss_fn, p, x, y, microbatch=H.MICROBATCH)
+        return opt.update(p, g, st)
+
+    cdet = compile(det_step)
+    p = H.make_params()
+    st = opt.init(p)
+    for s in range(10):
+        p, st = cdet(p, st, *local_batch(s))
+        if H.digest(p) != digests[s]:
+            fails.append(f"compiled deterministic step {s}: not bitwise equal to the eager one")
+
     # 6. bad input: typed errors before anything runs
     bad = _bad_input(n, plist)
     return {"fails": fails + bad, "max_err": max(errs), "digests": digests, "seq": dist.current().seq}
