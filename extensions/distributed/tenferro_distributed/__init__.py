@@ -30,7 +30,14 @@ from tenferro_distributed.api import (
                                       reduce_scatter,
                                       reduce_scatter_async,
 )
+from tenferro_distributed.checkpoint import load_checkpoint, save_checkpoint
 from tenferro_distributed.costmodel import CostModel, calibrate, fit, set_policy
+from tenferro_distributed.data_parallel import (
+                                      DataParallel,
+                                      allreduce_gradients,
+                                      broadcast_parameters,
+                                      deterministic_value_and_grad,
+)
 from tenferro_distributed.errors import (
                                       CollectiveError,
                                       CollectiveMismatchError,
@@ -52,9 +59,15 @@ from tenferro_distributed.group import (
                                       shutdown,
                                       world_size,
 )
+from tenferro_distributed.job_energy import JobEnergy, JobEnergyBudgetExceeded
+from tenferro_distributed.sampler import DistributedSampler
+from tenferro_distributed.zero import ZeroOptimizer
 
 __all__ = ["init", "shutdown", "is_initialized", "rank", "world_size", "local_rank", "barrier", "current",
            "Group", "Work", "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_reduce_async",
            "all_gather_async", "reduce_scatter_async", "broadcast_async", "ALGORITHMS", "CostModel",
            "calibrate", "fit", "set_policy", "DistributedError", "NotInitializedError", "CollectiveError",
            "RankFailureError", "CollectiveTimeoutError", "CollectiveMismatchError", "UnknownAlgorithmError"]
+__all__ += ["DataParallel", "allreduce_gradients", "broadcast_parameters", "deterministic_value_and_grad",
+            "DistributedSampler", "ZeroOptimizer", "save_checkpoint", "load_checkpoint", "JobEnergy",
+            "JobEnergyBudgetExceeded"]

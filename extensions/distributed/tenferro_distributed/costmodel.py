@@ -1,7 +1,10 @@
 """An alpha-beta cost model of the collective algorithms, fitted by a short calibration.
 
 The time of algorithm `a` on a message of `m` bytes is modelled as ``alpha[a] + beta[a] * m``
-(latency in seconds, inverse bandwidth in seconds per byte). `calibrate()` times each
+(latency in seconds, inverse bandwidth in seconds per byte), with a second (alpha, beta) pair
+for messages above `SPLIT` bytes where the calibration reached them: past the caches the
+bandwidth drops (on the 2-core VM a line fitted to 1 KB-4 MB predicted 39 ms for a 64 MB
+all_reduce that took 91 ms). `calibrate()` times each
 all_reduce algorithm on a few sizes (fastest of `reps` runs, the slowest rank's time, so every
 rank fits the same numbers), fits alpha and beta by least squares, installs the model on the
 group and sets its policy to "auto": from then on a collective called without ``algorithm=``
@@ -12,7 +15,7 @@ same on every rank because the model is.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -20,16 +23,25 @@ from tenferro_core.errors import ArgumentValueError
 from tenferro_distributed import algorithms as A
 from tenferro_distributed.group import current
 
+SPLIT = 1 << 20
+"""Bytes above which a message is in the large regime (its own alpha and beta, where fitted)."""
+
 
 @dataclass(frozen=True)
 class CostModel:
-    """alpha (s) and beta (s/byte) per all_reduce algorithm."""
+    """alpha (s) and beta (s/byte) per all_reduce algorithm; `large`: alg -> (alpha, beta) for
+    messages above `split` bytes, for the algorithms calibrated there."""
 
     alpha: dict
     beta: dict
+    large: dict = field(default_factory=dict)
+    split: int = SPLIT
 
     def predict(self, algorithm: str, nbytes: int) -> float:
         """Predicted seconds of `algorithm` for a message of `nbytes` bytes."""
+        if nbytes > self.split and algorithm in self.large:
+            a, b = self.large[algorithm]
+            return a + b * nbytes
         return self.alpha[algorithm] + self.beta[algorithm] * nbytes
 
     def choose(self, collective: str, nbytes: int) -> str:
@@ -42,22 +54,34 @@ class CostModel:
         return "native"
 
 
-def fit(sizes: list[int], times: dict[str, list[float]]) -> CostModel:
-    """alpha, beta (both clipped at 0) per algorithm from times at `sizes` bytes, by least squares
-    on the relative error (each row divided by its time): sizes span decades, and plain least
-    squares would fit the largest ones and leave the latency to noise."""
+def _line(m: np.ndarray, t: np.ndarray, clip: bool = True) -> tuple[float, float]:
+    """alpha, beta (clipped at 0 unless `clip` is False: the large regime's line is steeper and
+    may cross zero below the split, where it is not used) by least squares on the relative
+    error (each row divided by its time): sizes span decades, and plain least squares would
+    fit the largest ones and leave the latency to noise."""
+    w = 1.0 / np.maximum(t, 1e-12)
+    (a, b), *_ = np.linalg.lstsq(np.stack([np.ones_like(m), m], axis=1) * w[:, None], t * w, rcond=None)
+    return (max(float(a), 0.0), max(float(b), 0.0)) if clip else (float(a), max(float(b), 0.0))
+
+
+def fit(sizes: list[int], times: dict[str, list[float]], split: int = SPLIT) -> CostModel:
+    """The model from times at `sizes` bytes per algorithm: one line through the sizes up to
+    `split`, and another through those from `split` up where at least two lie above it."""
     m = np.asarray(sizes, np.float64)
-    design = np.stack([np.ones_like(m), m], axis=1)
-    alpha, beta = {}, {}
+    small, big = m <= split, m >= split
+    fit_big = int((m > split).sum()) >= 1 and int(big.sum()) >= 2
+    if int(small.sum()) < 2:
+        small = np.ones_like(m, dtype=bool)
+    alpha, beta, large = {}, {}, {}
     for alg, t in times.items():
         t = np.asarray(t, np.float64)
-        w = 1.0 / np.maximum(t, 1e-12)
-        (a, b), *_ = np.linalg.lstsq(design * w[:, None], t * w, rcond=None)
-        alpha[alg], beta[alg] = max(float(a), 0.0), max(float(b), 0.0)
-    return CostModel(alpha, beta)
+        alpha[alg], beta[alg] = _line(m[small], t[small])
+        if fit_big:
+            large[alg] = _line(m[big], t[big], clip=False)
+    return CostModel(alpha, beta, large, split)
 
 
-def calibrate(sizes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 22), reps: int = 3,
+def calibrate(sizes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24), reps: int = 3,
               algorithms: tuple[str, ...] = A.ALGORITHMS["all_reduce"], install: bool = True) -> CostModel:
     """Time all_reduce (float32 sum) per algorithm on `sizes` bytes and fit the model (a
     collective: every rank must call it). Installs it with policy "auto" unless install=False."""

@@ -317,6 +317,9 @@ def init(backend: str | None = None, *, rank: int | None = None, world_size: int
             host = None if method.startswith("file://") else 0
         else:
             host = None if isinstance(store, dist.FileStore) else 0
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        if attempt not in ("", "0"):  # torchrun's store keeps a failed attempt's keys (dead gloo addresses)
+            store = dist.PrefixStore(f"attempt{attempt}/", store)
         mine = dist.PrefixStore("tenferro/", store)
         mine.set(f"arrived/{r}", "1")
         dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=r, world_size=n,

@@ -69,6 +69,26 @@ def test_cost_model_fit_recovers_alpha_beta_and_chooses_per_size():
     assert m.predict("rhd", 1000) == pytest.approx(2e-4 + 5e-7)
 
 
+def test_cost_model_fits_a_second_line_past_the_split():
+    """Messages past the caches get their own alpha and beta (bandwidth drops there)."""
+    split = 1 << 20
+    small = (1e-4, 1e-9)
+    big_beta = 3e-9
+    big = (small[0] + (small[1] - big_beta) * split, big_beta)  # continuous at the split
+
+    def t(s):
+        a, b = small if s <= split else big
+        return a + b * s
+
+    sizes = [1 << 10, 1 << 16, split, 1 << 22, 1 << 24]
+    m = dist.fit(sizes, {"native": [t(s) for s in sizes]})
+    assert m.predict("native", 1 << 12) == pytest.approx(t(1 << 12), rel=1e-6)
+    assert m.predict("native", 1 << 26) == pytest.approx(t(1 << 26), rel=1e-6)
+    only_small = dist.fit(sizes[:3], {"native": [t(s) for s in sizes[:3]]})
+    assert only_small.large == {}
+    assert only_small.predict("native", 1 << 26) == pytest.approx(small[0] + small[1] * (1 << 26))
+
+
 def test_world_of_one_in_process(tmp_path):
     """A gloo group of one: collectives are the identity, shape/dtype errors are typed."""
     dist.init(rank=0, world_size=1, init_method=f"file://{tmp_path / 'store'}", timeout=20.0)

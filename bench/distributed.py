@@ -1,4 +1,4 @@
-"""Benchmark draft for tenferro-distributed (2 local processes on gloo, one thread each).
+"""Distributed training (issue 23) (2 local processes on gloo, one thread each).
 
 1. Step time of a data-parallel train step (forward, backward, gradient all_reduce, Adam) for
    the digits CNN and the MLP 784-512-512-10: tenferro (compiled step, buckets inside the
@@ -10,7 +10,7 @@
 Timings are medians of interleaved rounds (every variant timed in each round, side by side),
 so a machine loaded by other work shifts all of them alike; read the ratios, not the times.
 
-    python extensions/distributed/bench_distributed.py [--rounds 7] [--steps 10] [--quick]
+    python bench/distributed.py [--rounds 7] [--steps 10] [--quick]
 """
 
 from __future__ import annotations
@@ -174,7 +174,8 @@ def bench_collectives(args) -> list[str]:
     import tenferro_distributed as dist
     from tenferro_distributed.comm import all_reduce_buf
 
-    model = dist.calibrate(install=False)
+    model = dist.calibrate(sizes=(1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26),
+                           install=False)
     algs = dist.ALGORITHMS["all_reduce"]
     sizes = [1 << k for k in range(10, 27, 2 if not args.quick else 4)]  # 1 KB .. 64 MB
     lines = [f"{'bytes':>10} " + " ".join(f"{a + ' ms':>10} {'pred':>8}" for a in algs)]

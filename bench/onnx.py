@@ -3,7 +3,7 @@ exported by tenferro-onnx and by torch.onnx (the same weights), against tenferro
 one run; prints medians and ratios (measured side by side, so only the ratios mean much on a
 shared machine).
 
-Run: `python extensions/onnx/bench_onnx.py [--batch 1 64] [--repeat 50] [--threads 1]`
+Run: `python bench/onnx.py [--batch 1 64] [--repeat 50] [--threads 1]`
 (the coordinator moves it to bench/onnx.py).
 """
 
@@ -49,7 +49,7 @@ def _models() -> dict[str, tuple[Any, Any, tuple]]:
     import tenferro_nn as nn
     from tenferro_runtime import random
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
     from demo import cnn
 
     k = random.split(random.key(0), 3)
