@@ -26,8 +26,9 @@ from . import kernels as K
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tenferro_numpy\.fusion$")
 
 # kernels that are one ufunc under np.errstate for operands of these dtype kinds
+# (pow of floats calls its kernel: NumPy's power takes a sqrt for a scalar exponent of 0.5)
 _ERRSTATE_UFUNCS = {K._div: (np.true_divide, "fc"), K._rem: (np.fmod, "biufc"),
-                    K._pow: (np.power, "ufc")}
+                    K._pow: (np.power, "u")}
 # ufuncs that are one correctly rounded IEEE operation (or exact) per element on real dtypes:
 # their bits do not depend on the inner loop NumPy picks, so any memory order may write into
 # scratch buffers (transcendentals may differ between strided and contiguous loops)

@@ -87,6 +87,8 @@ def _rem(x, y):
 
 
 def _pow(x, y):
+    if y.dtype.kind in "fc" and (y.ndim == 0 or not any(y.strides)) and y.size and y.flat[0] == 0.5:
+        return _pow_half(x, y)
     with np.errstate(**_QUIET):
         if x.dtype.kind == "i":
             neg = y < 0
@@ -96,6 +98,17 @@ def _pow(x, y):
                 at_neg = np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0))
                 return np.where(neg, at_neg, out).astype(x.dtype)
         return np.power(x, y, out=...)
+
+
+def _pow_half(x, y):
+    """x ** 0.5 as C's pow computes it: NumPy's power takes a square root for a scalar (0-d or
+    broadcast) exponent of 0.5, which gives NaN for -inf and -0.0 for -0.0 where pow gives +inf
+    and +0.0, and so did tenferro's pow of a 0-d tensor, against its 1-element equal."""
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    xs = np.broadcast_to(x, shape).reshape(-1) if shape else x.reshape(1)
+    with np.errstate(**_QUIET):
+        out = np.power(xs, np.full(xs.shape, y.flat[0], y.dtype))
+    return out.reshape(shape)
 
 
 def _shift(fn, left):
