@@ -75,6 +75,12 @@ class Verifier:
         self.findings: list[dict] = []
         self.kept: list[tuple[np.ndarray, np.ndarray]] = []  # earlier outputs and their copies
         self.calls = 0
+        self.io = None  # torch candidates: operands as tensors, the tensor contract (torch_io)
+        self.kept_tensors: list[Any] = []
+        if task.get("backend") == "torch":
+            from .torch_io import TorchIO
+
+            self.io = TorchIO(self.dtype)
 
     def find(self, check: str, reason: str) -> None:
         if len(self.findings) < MAX_FINDINGS and not any(
@@ -87,13 +93,16 @@ class Verifier:
         shape = arrays[0].shape
         _, canon, outs = ops.signature(self.op, self.dtype, shape, self.params)
         pristine = [a.copy() for a in arrays]
+        bufs = self.io.inputs(arrays) if self.io else arrays
+        views = self.io.views(bufs) if self.io else arrays
+        state = self.io.state() if self.io else None
         ref = ops.reference(self.op, arrays, self.params)
         itemsize = np.dtype(self.dtype).itemsize
         poison(int(np.prod(outs[0].shape)) * itemsize, itemsize)
         self.calls += 1
         threads = len(STARTED)
         try:
-            out = self.kernel(*arrays, **canon)
+            out = self.kernel(*bufs, **canon)
         except RecursionError:
             self.find("error", f"{label}: RecursionError (unbounded recursion)")
             raise Stop from None
@@ -109,17 +118,29 @@ class Verifier:
                 f"{label}: the candidate started a thread during the call "
                 f"(work deferred past the call's return)",
             )
-        for a, p in zip(arrays, pristine):
+        if self.io and self.io.state() != state:
+            self.find(
+                "global_state",
+                f"{label}: the candidate changed torch's global state (threads, default dtype, "
+                f"deterministic mode, matmul precision): {state} -> {self.io.state()}",
+            )
+        for a, p in zip(views, pristine):
             if not (np.array_equal(a, p, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(p))):
                 self.find("input_mutation", f"{label}: the candidate changed its input")
-        if isinstance(out, np.generic):
+        tensor = None
+        if self.io:
+            tensor, (out, check, why) = out, self.io.result(out)
+            if out is None:
+                self.find(check, f"{label}: {why}")
+                return None, ref
+        elif isinstance(out, np.generic):
             self.find(
                 "contract",
                 f"{label}: returned a NumPy scalar ({type(out).__name__}), not a 0-d "
                 f"numpy.ndarray (call ufuncs with out=... or wrap with np.asarray)",
             )
             return None, ref
-        if type(out) is not np.ndarray:
+        elif type(out) is not np.ndarray:
             self.find(
                 "lazy_output",
                 f"{label}: returned {type(out).__module__}.{type(out).__name__}, "
@@ -140,9 +161,19 @@ class Verifier:
                 f"{label}: the output holds the poison Forge wrote into free "
                 f"memory before the call: uninitialized or stale output memory",
             )
-        for a in arrays:
+        for a in views:
             if np.shares_memory(out, a):
                 self.find("fresh_output", f"{label}: the output aliases an input")
+        if tensor is not None:
+            if self.io.overlaps(tensor, bufs):
+                self.find("fresh_output", f"{label}: the output shares storage with an input")
+            if self.io.overlaps(tensor, self.kept_tensors):
+                self.find(
+                    "stale_memory",
+                    f"{label}: the output shares storage with an earlier call's result "
+                    f"(stale output memory)",
+                )
+            self.kept_tensors.append(tensor)
         if np.shares_memory(out, ref):
             self.find("fresh_output", f"{label}: the output is the reference's buffer")
         for old, _ in self.kept:
@@ -303,6 +334,11 @@ def bench(args: dict) -> dict:
     dev = rt.device(task["device"])
     prim = BY_NAME[op]
     bw = float(args.get("bandwidth") or bandwidth())
+    torch = None
+    if task.get("backend") == "torch":  # both kernels under one pinned intra-op thread count
+        import torch
+
+        from .torch_io import tensors
     shapes = [tuple(s) for s in task["shapes"]]
     prepared = []
     for shape in shapes:
@@ -311,7 +347,12 @@ def bench(args: dict) -> dict:
         inputs = [
             [ops.draw(op, dtype, shape, "normal", 100 * s + i) for i in range(nin)] for s in range(sets)
         ]
-        prepared.append((shape, canon, outs, plain(entry[0]), inputs))
+        bufs = [tensors(arrays) for arrays in inputs] if torch else inputs
+        prepared.append((shape, canon, outs, plain(entry[0]), inputs, bufs))
+    pinned = None
+    if torch is not None:  # pinned after the runtime applied its own setting (TENFERRO_THREADS)
+        pinned = max(1, int(args.get("threads") or torch.get_num_threads()))
+        torch.set_num_threads(pinned)
     try:  # imported only now: the inputs and the timer exist before any candidate code runs
         kernel = load_kernel(args["dir"])
     except BaseException as exc:  # noqa: BLE001
@@ -327,13 +368,13 @@ def bench(args: dict) -> dict:
     rng = np.random.default_rng(0)
     findings, results = [], []
     clock = CLOCK
-    for shape, canon, outs, base, inputs in prepared:
+    for shape, canon, outs, base, inputs, bufs in prepared:
         times: dict[str, list[int]] = {"base": [], "cand": []}
         threads = len(STARTED)
         last: dict[int, Any] = {}
         try:
             for i in range(warmup + calls):
-                args_i = inputs[i % sets]
+                args_i = bufs[i % sets]
                 pair = (
                     (("base", base), ("cand", kernel)) if i % 2 == 0 else (("cand", kernel), ("base", base))
                 )
@@ -358,7 +399,18 @@ def bench(args: dict) -> dict:
                     f"started threads during timed calls (work deferred past the timer)",
                 }
             )
+        if torch and torch.get_num_threads() != pinned:
+            findings.append(
+                {
+                    "check": "global_state",
+                    "reason": f"shape {shape}: the candidate changed torch's thread count "
+                    f"({pinned} -> {torch.get_num_threads()}) during timed calls",
+                }
+            )
+            torch.set_num_threads(pinned)
         for s, out in last.items():
+            if torch and type(out) is torch.Tensor and out.device.type == "cpu" and not out.requires_grad:
+                out = out.numpy()
             if type(out) is not np.ndarray:
                 findings.append(
                     {
@@ -398,6 +450,7 @@ def bench(args: dict) -> dict:
         "gate": GATE,
         "gate_passed": gate and not findings,
         "bandwidth": bw,
+        "threads": pinned,
     }
 
 

@@ -26,7 +26,7 @@ from .errors import ForgeError, PromotionError, RegistryError
 
 FORMAT = 1
 INDEX = "verified_kernels.json"
-DEPENDENCIES = ("tenferro", "tenferro-numpy", "numpy")
+DEPENDENCIES = ("tenferro", "tenferro-numpy", "numpy", "tenferro-torch", "torch")
 
 
 def root() -> Path:
@@ -66,7 +66,7 @@ def _versions() -> tuple:
 
 
 def versions() -> dict[str, str]:
-    """Versions of tenferro, its NumPy backend, NumPy and Python (an entry measured under others
+    """Versions of tenferro, its NumPy and torch backends, NumPy, torch and Python (an entry measured under others
     is not loaded); read once per process."""
     return dict(_versions())
 

@@ -100,7 +100,38 @@ LAZY_DUNDERS = {
     "__getattr__",
     "__dlpack__",
     "__del__",
+    "__torch_function__",
+    "__torch_dispatch__",
 }
+TORCH_REASONS = {
+    "compile": "torch.compile: a compiler that caches across calls and spawns compile workers",
+    "jit": "torch.jit: compiled and cached code (scripting, tracing, fork)",
+    "utils": "torch.utils (cpp_extension compiles in subprocesses; hooks, checkpoints)",
+    "ops": "torch.ops reaches registered kernels (tenferro's baseline among them)",
+    "library": "torch.library registers or patches kernels",
+    "cuda": "torch.cuda: GPU candidates are not judged yet",
+    "distributed": "torch.distributed: processes and network",
+    "multiprocessing": "processes: work deferred past the call",
+    "futures": "futures: work deferred past the call",
+    "from_file": "file reads",
+    "set_num_threads": "changes torch's thread count (the benchmark pins it for both kernels)",
+    "set_num_interop_threads": "changes torch's thread count (the benchmark pins it for both kernels)",
+    "set_default_dtype": "changes torch's global state (default dtype)",
+    "set_default_tensor_type": "changes torch's global state (default dtype)",
+    "set_flush_denormal": "changes torch's global state (flushes subnormals)",
+    "set_float32_matmul_precision": "changes torch's global state (lower matmul precision)",
+    "backends": "torch.backends flags are global state (TF32, oneDNN, precision)",
+    "use_deterministic_algorithms": "changes torch's global state",
+    "autocast": "autocast: computes in a narrower dtype (precision downcast)",
+    "storage": "raw storage access (aliasing, stale memory)",
+    "untyped_storage": "raw storage access (aliasing, stale memory)",
+    "data_ptr": "raw memory addresses",
+    "set_": "swaps a tensor's storage (aliasing)",
+    "share_memory_": "shared memory across processes",
+    "from_dlpack": "raw memory exchange (dlpack)",
+    "frombuffer": "raw memory",
+}
+"""Attributes a torch candidate may not use (plain torch ops are allowed)."""
 NARROWER = {
     "float64": {"float32", "single", "float16", "half", "bfloat16", "f4", "f2", "e", "f", "<f4", "<f2"},
     "float32": {"float16", "half", "bfloat16", "f2", "e", "<f2"},
@@ -121,6 +152,9 @@ def scan(
     out: list[dict] = []
     modules: set[str] = set()
     narrow = NARROWER.get(dtype, set())
+    torch = language == "torch"
+    if torch and dtype == "float64":
+        narrow = narrow | {"float"}  # .float(), torch.float: float32
 
     def find(node: ast.AST, reason: str) -> None:
         out.append({"check": "scan", "line": getattr(node, "lineno", 0), "reason": reason})
@@ -132,6 +166,9 @@ def scan(
             find(node, f"import of {name}: {MODULE_REASONS[key]}")
         elif root not in allow:
             find(node, f"import of {name}: not on the allow list ({', '.join(sorted(allow))})")
+        parts = name.split(".")
+        if root == "torch" and len(parts) > 1 and (parts[1] in TORCH_REASONS or parts[1].startswith("_")):
+            find(node, f"import of {name}: {TORCH_REASONS.get(parts[1], 'private torch internals')}")
         if name in ("numpy.ctypeslib", "numpy.lib.stride_tricks", "numpy.testing"):
             find(node, f"import of {name}: {NUMPY_REASONS[name.split('.')[-1]]}")
 
@@ -145,6 +182,10 @@ def scan(
             for a in node.names:
                 if node.module and node.module.split(".")[0] == "numpy" and a.name in NUMPY_REASONS:
                     find(node, f"numpy.{a.name}: {NUMPY_REASONS[a.name]}")
+                if node.module and node.module.split(".")[0] == "torch" and (
+                    a.name in TORCH_REASONS or a.name.startswith("_")
+                ):
+                    find(node, f"torch.{a.name}: {TORCH_REASONS.get(a.name, 'private torch internals')}")
                 if a.name in narrow:
                     find(node, f"dtype downcast: imports {a.name}, narrower than the task's {dtype}")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CALL_REASONS:
@@ -158,6 +199,10 @@ def scan(
                 find(node, f"attribute {node.attr}: {NUMPY_REASONS[node.attr]}")
             elif node.attr in ("f_back", "f_globals", "gi_frame", "tb_frame", "cr_frame"):
                 find(node, f"attribute {node.attr}: reaches the harness's frames")
+            elif torch and node.attr in TORCH_REASONS:
+                find(node, f"attribute {node.attr}: {TORCH_REASONS[node.attr]}")
+            elif torch and node.attr.startswith("_"):
+                find(node, f"attribute {node.attr}: private torch or tensor internals")
             if node.attr in narrow:
                 find(node, f"dtype downcast: {node.attr} is narrower than the task's {dtype}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in narrow:
@@ -190,4 +235,4 @@ def _root(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-__all__ = ["ALLOWED", "scan"]
+__all__ = ["ALLOWED", "TORCH_REASONS", "scan"]

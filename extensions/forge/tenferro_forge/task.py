@@ -17,9 +17,11 @@ LANGUAGES = {
     "triton": ("torch", "triton"),
 }
 """Candidate language -> the modules its kernel.py may import besides the standard allow list."""
-BACKEND_LANGUAGES = {"numpy": ("numpy", "numba")}
-"""Backends Forge makes tasks for -> candidate languages. torch/Triton candidates need the
-harness's GPU side (results as torch tensors, stream synchronization, cache flushes): not yet."""
+BACKEND_LANGUAGES = {"numpy": ("numpy", "numba"), "torch": ("torch",)}
+"""Backends Forge makes tasks for -> candidate languages. torch runs on torch:cpu only: GPU and
+Triton candidates need stream synchronization and cache flushes in the harness (not yet)."""
+DEVICES = {"numpy": None, "torch": ("cpu",)}
+"""Backend -> the device ids Forge judges (None: any)."""
 OBJECTIVES = ("latency",)
 
 
@@ -52,10 +54,10 @@ def new_task(
     ops.dtype_of(dtype)
     params = dict(params or {})
     backend, _, dev_id = device.partition(":")
-    if backend not in BACKEND_LANGUAGES or not dev_id:
+    if backend not in BACKEND_LANGUAGES or not dev_id or dev_id not in (DEVICES[backend] or (dev_id,)):
         raise ForgeArgumentError(
-            f"forge makes tasks for the backends {sorted(BACKEND_LANGUAGES)} (devices "
-            f"named like 'numpy:cpu'), got {device!r}; torch and Triton candidates are not judged yet"
+            f"forge makes tasks for the devices numpy:* and torch:cpu, got {device!r}; "
+            f"GPU (torch:cuda, Triton) candidates are not judged yet: pick one of those"
         )
     if objective not in OBJECTIVES:
         raise ForgeArgumentError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
@@ -121,6 +123,16 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+TORCH_FORBIDDEN = """
+- torch: torch.compile, torch.jit, torch.utils.cpp_extension and torch.ops / torch.library
+  (compilers and registered kernels: caches across calls, subprocesses, or tenferro's own
+  baseline kernel), torch.cuda, torch.distributed, torch.multiprocessing, torch.futures,
+  torch.save/load, torch._C and other private names, changing torch's global state
+  (set_num_threads, set_default_dtype, set_flush_denormal, backends flags,
+  set_float32_matmul_precision), `out=` into an input, in-place ops (`x.add_(...)`) on an
+  input, `.half()`, `.bfloat16()`, `.to(torch.float16)` and any dtype narrower than the task's;
+  plain torch ops on the inputs and on tensors you allocate are allowed"""
+
 FORBIDDEN = """\
 - starting processes or threads (subprocess, os, multiprocessing, threading, asyncio,
   concurrent): all work happens inside the call, before it returns
@@ -129,7 +141,8 @@ FORBIDDEN = """\
 - network (socket, http, urllib), files (open, np.save/np.load/tofile/memmap), ctypes/cffi
 - touching timers (time, timeit) or patching any module's attributes
 - calling tenferro (its reference or baseline kernels): write the computation yourself
-- returning anything but a fresh numpy.ndarray: no subclasses, lazy objects, views of the
+- returning anything but a fresh buffer of the backend's type (numpy.ndarray, torch.Tensor):
+  no NumPy scalars, subclasses, lazy objects, views of the
   inputs, buffers kept from an earlier call, uninitialized memory
 - mutating the inputs; caching results across calls (by identity or by content)
 - computing in a narrower dtype than the task's, sampling part of a reduction, returning
@@ -162,6 +175,7 @@ for operand shapes {shapes} (objective: {task["objective"]}).
 
 ## Kernel contract (docs/backends.md)
 
+{_contract(task["backend"], dtype)}
 A kernel takes backend buffers positionally and the canonical params as keywords, and returns
 a new buffer with exactly the shape and dtype of the abstract eval. It never mutates its
 inputs. Inputs may be non-contiguous views, broadcast (stride-0, read-only) arrays, 0-size or
@@ -178,7 +192,7 @@ the op allows, not only the task's.
 
 ## Forbidden (the static scan rejects these with a reason per finding)
 
-{FORBIDDEN}
+{FORBIDDEN}{TORCH_FORBIDDEN if task["backend"] == "torch" else ""}
 
 ## How it is judged
 
@@ -189,6 +203,23 @@ dispatch kernel and yours interleaved, at least 30 calls per shape; the bootstra
 interval of the speedup must have its lower bound at or above 1.10x on every shape, below the
 machine's roofline), then `tenferro-forge promote DIR`.
 """
+
+
+def _contract(backend: str, dtype: str) -> str:
+    """What the backend's kernels receive and return."""
+    if backend == "torch":
+        return (
+            f"Backend torch (tenferro_torch), device cpu: the operands are `torch.Tensor`s on the CPU of\n"
+            f"dtype `torch.{dtype}` (possibly non-contiguous or expanded, stride-0 views), and the result\n"
+            f"must be a fresh, plain `torch.Tensor` on the CPU of dtype `torch.{dtype}` (not a subclass,\n"
+            f"not a view of an input: no storage shared with an input, no lazy neg/conj bit, no\n"
+            f"requires_grad). Params are Python ints and tuples. The benchmark pins torch's intra-op\n"
+            f"threads to the same count for your kernel and the baseline; leave them as they are.\n"
+        )
+    return (
+        f"Backend numpy, device cpu: the operands are `numpy.ndarray`s of dtype `{dtype}`, and the\n"
+        f"result must be a fresh, exact `numpy.ndarray` of dtype `{dtype}` (not a NumPy scalar).\n"
+    )
 
 
 def _doc_row(op: str) -> str:
@@ -205,4 +236,4 @@ def _doc_row(op: str) -> str:
     return row.strip() if row else "(no row: see the catalog's shape rule below)"
 
 
-__all__ = ["LANGUAGES", "load_task", "new_task", "parse_shape", "prompt"]
+__all__ = ["BACKEND_LANGUAGES", "DEVICES", "LANGUAGES", "load_task", "new_task", "parse_shape", "prompt"]
