@@ -175,7 +175,8 @@ def bench(
             memory_mb=memory_mb,
         )
         findings += out.get("findings", [])
-        details.update({k: out[k] for k in ("shapes", "gate", "gate_passed", "bandwidth", "threads") if k in out})
+        keep = ("shapes", "gate", "gate_passed", "bandwidth", "threads")
+        details.update({k: out[k] for k in keep if k in out})
         if out.get("bandwidth"):
             bandwidth_cached(out["bandwidth"])
         if not findings and not out.get("gate_passed"):

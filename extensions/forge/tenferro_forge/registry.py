@@ -66,8 +66,8 @@ def _versions() -> tuple:
 
 
 def versions() -> dict[str, str]:
-    """Versions of tenferro, its NumPy and torch backends, NumPy, torch and Python (an entry measured under others
-    is not loaded); read once per process."""
+    """Versions of tenferro, its NumPy and torch backends, NumPy, torch and Python (an entry
+    measured under others is not loaded); read once per process."""
     return dict(_versions())
 
 

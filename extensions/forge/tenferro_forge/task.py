@@ -56,8 +56,8 @@ def new_task(
     backend, _, dev_id = device.partition(":")
     if backend not in BACKEND_LANGUAGES or not dev_id or dev_id not in (DEVICES[backend] or (dev_id,)):
         raise ForgeArgumentError(
-            f"forge makes tasks for the devices numpy:* and torch:cpu, got {device!r}; "
-            f"GPU (torch:cuda, Triton) candidates are not judged yet: pick one of those"
+            f"forge makes tasks for the devices numpy:* and torch:cpu (named like 'numpy:cpu'), "
+            f"got {device!r}; GPU (torch:cuda, Triton) candidates are not judged yet: pick one of those"
         )
     if objective not in OBJECTIVES:
         raise ForgeArgumentError(f"objective must be one of {OBJECTIVES}, got {objective!r}")

@@ -106,7 +106,8 @@ def test_operands_keep_their_layout_as_tensors():
     io = TorchIO("float32")
     base = np.arange(24, dtype=np.float32).reshape(4, 6)
     row = np.arange(6, dtype=np.float32)
-    cases = [base, base[:, ::2], base.T, np.broadcast_to(row, (5, 6)), base[:0], np.float32(3.0) * np.ones(())]
+    zero_d = np.ones((), np.float32)
+    cases = [base, base[:, ::2], base.T, np.broadcast_to(row, (5, 6)), base[:0], zero_d]
     tensors = io.inputs(cases)
     for a, t in zip(cases, tensors):
         np.testing.assert_array_equal(t.numpy(), a)
