@@ -180,6 +180,7 @@ def test_promoted_torch_kernel_runs_in_dispatch_and_revoke_falls_back(sign_gates
     [
         ("torch_input_mutation", "sign", None, "input_mutation"),
         ("torch_output_alias", "reduce_max", {"axes": [1]}, "fresh_output"),
+        ("torch_uninitialized_output", "reduce_max", {"axes": [1]}, "stale_memory"),
         ("torch_precision_downcast", "reduce_sum", {"axes": [1]}, "scan"),
     ],
 )
