@@ -11,6 +11,8 @@ import shutil
 
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 import tenferro_runtime as tr
 from forge_helpers import FIXTURES, SMALL
@@ -116,6 +118,38 @@ def test_operands_keep_their_layout_as_tensors():
     assert tensors[3].stride()[0] == 0  # the broadcast row stays a stride-0 view
     assert io.inputs([base])[0] is tensors[0]  # the same object for the identity-cache probe
     assert io.overlaps(tensors[0][1:], [tensors[0]]) and not io.overlaps(tensors[0].clone(), [tensors[0]])
+
+
+@given(
+    st.lists(st.integers(0, 4), min_size=0, max_size=3),
+    st.integers(1, 3),
+    st.booleans(),
+    st.integers(0, 3),
+    st.sampled_from(["float16", "float32", "float64"]),
+)
+@example([2, 0, 3], 2, True, 1, "float16")
+@example([0], 1, False, 1, "float16")
+def test_any_numpy_layout_becomes_the_same_tensor_layout(shape, step, transpose, broadcast_axis, dtype):
+    """Strided (step), transposed and broadcast (a stride-0 axis) views, 0-d and 0-size: the
+    tensor has the array's values and strides, in a storage of its own unless shared as is."""
+    from tenferro_forge.torch_io import TorchIO
+
+    shape = tuple(shape)
+    a = np.random.default_rng(len(shape)).standard_normal(shape[:-1] + (step * shape[-1],) if shape else ())
+    a = a.astype(dtype)[..., ::step] if shape else a.astype(dtype)
+    if transpose:
+        a = a.T
+    if a.ndim and broadcast_axis < a.ndim:
+        first = tuple(slice(0, 1) if i == broadcast_axis else slice(None) for i in range(a.ndim))
+        a = np.broadcast_to(a[first], a.shape)
+    io = TorchIO(dtype)
+    (t,) = io.inputs([a])
+    assert str(t.dtype) == f"torch.{dtype}" and tuple(t.shape) == a.shape
+    np.testing.assert_array_equal(t.numpy(), a)
+    if a.size:
+        assert all(s * a.itemsize == b for s, b, n in zip(t.stride(), a.strides, a.shape) if n > 1)
+    if a.size:  # a 0-size array has no memory to share
+        assert np.shares_memory(t.numpy(), a) == (a.flags.c_contiguous and a.flags.writeable)
 
 
 def test_honest_torch_candidate_passes_both_gates(sign_gates):
