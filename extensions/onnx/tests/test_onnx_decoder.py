@@ -1,7 +1,7 @@
 """The inference engine's Llama decoder exported to ONNX (tenferro_infer's full-sequence
-forward, dynamic sequence axis): onnxruntime's greedy decoding over 32 steps, re-running the
-growing sequence each step, gives exactly the engine's greedy tokens (paged KV cache,
-temperature 0); logits match tenferro's own forwards at float32 rtol 1e-4."""
+forward, dynamic batch and sequence axes): onnxruntime's greedy decoding over 32 steps,
+re-running the growing sequence each step, gives exactly the engine's greedy tokens (paged KV
+cache, temperature 0); logits match tenferro's own forwards at float32 rtol 1e-4."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tenferro_onnx.checking import run
 from tenferro_runtime import array_api as xp
 
 STEPS = 32
-DYN = {"ids": {1: "seq"}, "output": {1: "seq"}}
+DYN = {"ids": {0: "batch", 1: "seq"}, "output": {0: "batch", 1: "seq"}}
 
 
 def _close(got: np.ndarray, want: np.ndarray) -> None:
@@ -74,7 +74,7 @@ def test_check_passes_and_graph_is_named(decoder: Any) -> None:
     result = tox.check(m, xp.asarray(ids), fn=fs, rtol=1e-4, atol=1e-4)
     assert result.outputs and all(o.ok for o in result.outputs)
     dims = [d.dim_param or d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
-    assert dims == [1, "seq"]
+    assert dims == ["batch", "seq"]
     inits = {t.name for t in m.graph.initializer}
     assert {"embed", "norm", "layers.0.qkv", "layers.1.down", "rot", "inv_freq"} <= inits
     assert "lm_head" not in inits  # tied: the embedding serves as the head
@@ -85,27 +85,27 @@ def test_check_passes_and_graph_is_named(decoder: Any) -> None:
     assert again.SerializeToString() == m.SerializeToString()  # the example's length does not matter
 
 
-def test_untied_batch_of_two_at_many_lengths() -> None:
-    """An untied head and a batch of 2 (static batch, dynamic sequence): each row's logits are
-    the engine model's forward of that row alone, lengths 1 to 40."""
+def test_untied_batches_at_many_lengths() -> None:
+    """An untied head, dynamic batch and sequence: each row's logits are the engine model's
+    forward of that row alone, batches 1 to 3, lengths 1 to 40."""
     model = _model(tie=False, seed=1, layers=3)
     fs = LlamaFullSequence(model)
     m = tox.export(fs, xp.asarray(np.zeros((2, 4), np.int64)), dynamic_axes=DYN)
     onnx.checker.check_model(m, full_check=True)
     assert "lm_head" in {t.name for t in m.graph.initializer}
     rng = np.random.default_rng(2)
-    for t in (1, 2, 17, 40):
-        ids = rng.integers(0, 256, (2, t))
+    for bs, t in ((2, 1), (1, 2), (3, 17), (2, 40)):
+        ids = rng.integers(0, 256, (bs, t))
         got = run(m, [ids], "onnxruntime")[0]
-        assert got.shape == (2, t, 256)
-        want = model.forward(StepBatch.full([list(r) for r in ids])).numpy().reshape(2, t, 256)
+        assert got.shape == (bs, t, 256)
+        want = model.forward(StepBatch.full([list(r) for r in ids])).numpy().reshape(bs, t, 256)
         _close(got, want)
 
 
-@given(st.integers(1, 24), st.integers(0, 2**31 - 1))
-def test_any_length_matches_eager(decoder: Any, t: int, seed: int) -> None:
+@given(st.integers(1, 3), st.integers(1, 24), st.integers(0, 2**31 - 1))
+def test_any_shape_matches_eager(decoder: Any, bs: int, t: int, seed: int) -> None:
     _, fs, m = decoder
-    ids = np.random.default_rng(seed).integers(0, 256, (1, t))
+    ids = np.random.default_rng(seed).integers(0, 256, (bs, t))
     _close(run(m, [ids], "onnxruntime")[0], fs(xp.asarray(ids)).numpy())
 
 

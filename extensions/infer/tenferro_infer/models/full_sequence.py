@@ -64,7 +64,11 @@ class LlamaFullSequence(Module):
         if ids.dtype != xp.int64:
             ids = xp.astype(ids, xp.int64)
         pos = lax.cumsum(ids * 0 + 1, axis=1) - 1  # (b, t): 0..t-1, traced from the input
-        mask = pos[:, :, None] >= pos[:, None, :]  # (b, t, t) causal
+        # causal bias (b, 1, 1, t, t): 0 where key <= query, -inf after; its fill values are
+        # traced (b, 1, 1) values, not Python scalars, which tracing would materialize at the
+        # full (b, t, t) shape (an export at sentinel sizes would scan ~1e9 elements)
+        zero = xp.astype(pos[:, :1, None] * 0, xp.float32)
+        bias = xp.where(pos[:, :, None] >= pos[:, None, :], zero, zero - math.inf)[:, None, None]
         f = xp.astype(pos, xp.float64)[:, :, None] * self.inv_freq  # (b, t, d/2), as the engine
         emb = xp.reshape(xp.concat([f, f], axis=-1), (b * t, 1, d))
         cos, sin = xp.astype(xp.cos(emb), xp.float32), xp.astype(xp.sin(emb), xp.float32)
@@ -74,7 +78,7 @@ class LlamaFullSequence(Module):
             qk, v = qkv[:, :h + hkv], qkv[:, h + hkv:]
             rot = xp.reshape(xp.matmul(xp.reshape(qk, (b * t * (h + hkv), d)), self.rot), (b * t, h + hkv, d))
             qk = qk * cos + rot * sin
-            a = _causal_attention(qk[:, :h], qk[:, h:], v, mask, b, t)
+            a = _causal_attention(qk[:, :h], qk[:, h:], v, bias, b, t)
             x = x + linear(a, lw["o"])
             gu = linear(self._rms(x), lw["gate_up"])
             g, u = gu[:, :c.intermediate_size], gu[:, c.intermediate_size:]
@@ -83,9 +87,9 @@ class LlamaFullSequence(Module):
         return xp.reshape(logits, (b, t, c.vocab_size))
 
 
-def _causal_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, b: int, t: int) -> Tensor:
-    """softmax(q k^T / sqrt(d) under `mask`) v with grouped-query heads: q (b*t, h, d), k/v
-    (b*t, hkv, d), mask (b, t, t); (b*t, h*d) rows, as `dense_attention` lays them out."""
+def _causal_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, b: int, t: int) -> Tensor:
+    """softmax(q k^T / sqrt(d) + bias) v with grouped-query heads: q (b*t, h, d), k/v
+    (b*t, hkv, d), bias (b, 1, 1, t, t); (b*t, h*d) rows, as `dense_attention` lays them out."""
     h, d = q.shape[1], q.shape[2]
     hkv = k.shape[1]
     g = h // hkv
@@ -94,7 +98,7 @@ def _causal_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, b: int, t: 
     kc = xp.permute_dims(xp.reshape(k, (b, t, hkv, d)), (0, 2, 3, 1))  # (b, hkv, d, t)
     vc = xp.permute_dims(xp.reshape(v, (b, t, hkv, d)), (0, 2, 1, 3))  # (b, hkv, t, d)
     scores = xp.reshape(xp.matmul(qs, kc), (b, hkv, g, t, t))
-    scores = xp.reshape(xp.where(mask[:, None, None], scores, -math.inf), (b, hkv, g * t, t))
+    scores = xp.reshape(scores + bias, (b, hkv, g * t, t))
     e = xp.exp(scores - xp.max(scores, axis=-1, keepdims=True))
     o = xp.matmul(e / xp.sum(e, axis=-1, keepdims=True), vc)  # (b, hkv, g*t, d)
     return xp.reshape(xp.permute_dims(xp.reshape(o, (b, hkv, g, t, d)), (0, 3, 1, 2, 4)), (b * t, h * d))
