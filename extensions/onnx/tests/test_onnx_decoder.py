@@ -109,6 +109,19 @@ def test_any_shape_matches_eager(decoder: Any, bs: int, t: int, seed: int) -> No
     _close(run(m, [ids], "onnxruntime")[0], fs(xp.asarray(ids)).numpy())
 
 
+def test_empty_and_single_token_edges() -> None:
+    model = _model(layers=1)
+    fs = LlamaFullSequence(model)
+    for shape in ((1, 0), (0, 3), (0, 0)):
+        out = fs(xp.asarray(np.zeros(shape, np.int64)))
+        assert out.shape == shape + (256,) and out.dtype == xp.float32
+    one = fs(xp.asarray(np.array([[7]], np.int32))).numpy()  # int32 ids are taken too
+    _close(one[0], model.forward(StepBatch.full([[7]])).numpy())
+    m = tox.export(fs, xp.asarray(np.zeros((1, 1), np.int64)))  # static shapes: (1, 1) only
+    assert [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim] == [1, 1, 256]
+    _close(run(m, [np.array([[7]], np.int64)], "onnxruntime")[0], one)
+
+
 def test_bad_input_is_typed() -> None:
     gpt = build_model(tiny_gpt_config(), random_weights(tiny_gpt_config()))
     with pytest.raises(ArgumentError, match="expects a LlamaModel"):
@@ -120,3 +133,5 @@ def test_bad_input_is_typed() -> None:
         fs(xp.asarray(np.ones((1, 3), np.float32)))
     with pytest.raises(TypeError):  # ArgumentError is a TypeError too
         LlamaFullSequence("not a model")
+    with pytest.raises(IndexError):  # an id outside the vocabulary (tenferro's IndexError)
+        fs(xp.asarray(np.array([[3, 256]], np.int64)))

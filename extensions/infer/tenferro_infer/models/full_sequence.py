@@ -13,7 +13,6 @@ rotary angles are computed in float64 from them (as the engine does on the host)
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -60,6 +59,8 @@ class LlamaFullSequence(Module):
         if ids.dtype.kind not in "iu":
             raise DTypeError(f"LlamaFullSequence: token ids must be integers, got {ids.dtype}")
         b, t = ids.shape
+        if t == 0:  # no positions, no logits (attention's max has no empty identity)
+            return xp.zeros((b, 0, c.vocab_size), dtype=xp.float32, device=self.embed.device)
         h, hkv, d = c.n_heads, c.n_kv_heads, c.head_dim
         if ids.dtype != xp.int64:
             ids = xp.astype(ids, xp.int64)
@@ -104,9 +105,4 @@ def _causal_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, b: int, t: 
     return xp.reshape(xp.permute_dims(xp.reshape(o, (b, hkv, g, t, d)), (0, 3, 1, 2, 4)), (b * t, h * d))
 
 
-def full_sequence(model: Any) -> LlamaFullSequence:
-    """The full-sequence forward of a Llama `model` (shares its weights)."""
-    return LlamaFullSequence(model)
-
-
-__all__ = ["LlamaFullSequence", "full_sequence"]
+__all__ = ["LlamaFullSequence"]
