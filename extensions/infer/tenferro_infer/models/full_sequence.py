@@ -65,11 +65,12 @@ class LlamaFullSequence(Module):
         if ids.dtype != xp.int64:
             ids = xp.astype(ids, xp.int64)
         pos = lax.cumsum(ids * 0 + 1, axis=1) - 1  # (b, t): 0..t-1, traced from the input
-        # causal bias (b, 1, 1, t, t): 0 where key <= query, -inf after; its fill values are
-        # traced (b, 1, 1) values, not Python scalars, which tracing would materialize at the
-        # full (b, t, t) shape (an export at sentinel sizes would scan ~1e9 elements)
+        # causal bias (b, 1, 1, t, t): 0 where key <= query, -inf after. Its fill values and
+        # the query scale are traced (b, 1, 1) values, not Python scalars, which tracing would
+        # materialize at the partner's full shape (at export's sentinel sizes, 1e9 elements)
         zero = xp.astype(pos[:, :1, None] * 0, xp.float32)
         bias = xp.where(pos[:, :, None] >= pos[:, None, :], zero, zero - math.inf)[:, None, None]
+        scale = (zero + 1.0 / math.sqrt(d))[:, :, :, None, None]  # (b, 1, 1, 1, 1)
         f = xp.astype(pos, xp.float64)[:, :, None] * self.inv_freq  # (b, t, d/2), as the engine
         emb = xp.reshape(xp.concat([f, f], axis=-1), (b * t, 1, d))
         cos, sin = xp.astype(xp.cos(emb), xp.float32), xp.astype(xp.sin(emb), xp.float32)
@@ -79,7 +80,7 @@ class LlamaFullSequence(Module):
             qk, v = qkv[:, :h + hkv], qkv[:, h + hkv:]
             rot = xp.reshape(xp.matmul(xp.reshape(qk, (b * t * (h + hkv), d)), self.rot), (b * t, h + hkv, d))
             qk = qk * cos + rot * sin
-            a = _causal_attention(qk[:, :h], qk[:, h:], v, bias, b, t)
+            a = _causal_attention(qk[:, :h], qk[:, h:], v, bias, scale, b, t)
             x = x + linear(a, lw["o"])
             gu = linear(self._rms(x), lw["gate_up"])
             g, u = gu[:, :c.intermediate_size], gu[:, c.intermediate_size:]
@@ -88,14 +89,15 @@ class LlamaFullSequence(Module):
         return xp.reshape(logits, (b, t, c.vocab_size))
 
 
-def _causal_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, b: int, t: int) -> Tensor:
-    """softmax(q k^T / sqrt(d) + bias) v with grouped-query heads: q (b*t, h, d), k/v
-    (b*t, hkv, d), bias (b, 1, 1, t, t); (b*t, h*d) rows, as `dense_attention` lays them out."""
+def _causal_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: Tensor, b: int, t: int) -> Tensor:
+    """softmax(q k^T * scale + bias) v with grouped-query heads: q (b*t, h, d), k/v (b*t, hkv,
+    d), bias (b, 1, 1, t, t), scale (b, 1, 1, 1, 1); (b*t, h*d) rows, as `dense_attention`
+    lays them out."""
     h, d = q.shape[1], q.shape[2]
     hkv = k.shape[1]
     g = h // hkv
-    qs = q * (1.0 / math.sqrt(d))
-    qs = xp.reshape(xp.permute_dims(xp.reshape(qs, (b, t, hkv, g, d)), (0, 2, 3, 1, 4)), (b, hkv, g * t, d))
+    qs = xp.reshape(q, (b, t, hkv, g, d)) * scale
+    qs = xp.reshape(xp.permute_dims(qs, (0, 2, 3, 1, 4)), (b, hkv, g * t, d))
     kc = xp.permute_dims(xp.reshape(k, (b, t, hkv, d)), (0, 2, 3, 1))  # (b, hkv, d, t)
     vc = xp.permute_dims(xp.reshape(v, (b, t, hkv, d)), (0, 2, 1, 3))  # (b, hkv, t, d)
     scores = xp.reshape(xp.matmul(qs, kc), (b, hkv, g, t, t))
