@@ -147,10 +147,13 @@ def test_smollm2_greedy_32_steps_equal_engine() -> None:
 
     cfg, weights, tok = load_smollm2()
     model = build_model(cfg, weights)
-    m = tox.export(LlamaFullSequence(model), xp.asarray(np.zeros((1, 4), np.int64)), dynamic_axes=DYN)
+    del weights  # the model holds fused copies (peak memory 3.3 GB; 3.7 GB keeping both)
+    data = tox.export(LlamaFullSequence(model), xp.asarray(np.zeros((1, 4), np.int64)),
+                      dynamic_axes=DYN).SerializeToString()
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    del data
     prompt = tok.encode("The capital of France is")
     params = SamplingParams(temperature=0.0, max_tokens=STEPS, ignore_eos=True)
     out = Engine(model, tok, cache_tokens=256).generate(prompt, params)[0]
