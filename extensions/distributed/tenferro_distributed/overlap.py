@@ -71,6 +71,19 @@ def _k_wait(h, x, *, op, algorithm, timeout):
     return _WORKS[g].pop(int(h)).wait()
 
 
+def _start_batch(args, dims, **payload):
+    """A batched operand's all_reduce starts whole (elementwise over ranks); its handle is one."""
+    return all_reduce_start_p.bind(args[0], **payload), None
+
+
+def _wait_batch(args, dims, **payload):
+    if dims[0] is not None:
+        from tenferro_core.errors import ShapeError
+
+        raise ShapeError("all_reduce_wait: a handle cannot be batched; vmap the all_reduce_start with it")
+    return all_reduce_wait_p.bind(*args, **payload), dims[1]
+
+
 def _cost(in_avals, out_avals, **payload):
     a = in_avals[-1]
     n = int(np.prod(a.shape, dtype=np.int64))
@@ -160,6 +173,8 @@ def register(registry) -> None:
         registry.add_kernel("numpy", prim, kernel)
         registry.add_kernel("torch", prim, kernel)
         registry.add_rule("cost", prim, _cost)
+    registry.add_rule("batch", all_reduce_start_p, _start_batch)
+    registry.add_rule("batch", all_reduce_wait_p, _wait_batch)
     registry.add_pass("distributed_overlap", overlap_schedule, position=PASS_POSITION)
 
 

@@ -123,6 +123,16 @@ def test_world_of_one_in_process(tmp_path):
         model = dist.calibrate(sizes=(64, 4096), reps=1)
         assert set(model.alpha) == set(dist.ALGORITHMS["all_reduce"]) and dist.current().policy == "auto"
         np.testing.assert_array_equal(dist.all_reduce(xp.ones(5)).numpy(), np.ones(5))
+        from tenferro_ad import vmap
+        from tenferro_distributed.overlap import all_reduce_start_p, all_reduce_wait_p
+
+        def started(v):  # the overlap pass's pair, batched: one all_reduce of the whole batch
+            kw = {"op": "mean", "algorithm": None, "timeout": None}
+            return all_reduce_wait_p.bind(all_reduce_start_p.bind(v, **kw), v, **kw)
+
+        xs = np.arange(12, dtype=np.float64).reshape(3, 4)
+        np.testing.assert_array_equal(vmap(started)(xp.asarray(xs)).numpy(), xs)
+        np.testing.assert_array_equal(vmap(started, in_axes=1)(xp.asarray(xs)).numpy(), xs.T)
         dist.set_policy("ring")
         dist.barrier(timeout=5)
         with pytest.raises(ArgumentValueError):
