@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,28 +50,24 @@ class CheckResult:
         return "\n".join(rows)
 
 
-_SESSIONS: dict[bytes, Any] = {}
-_LOCK = threading.Lock()
-
-
-def session(model: Any) -> Any:
-    """An onnxruntime CPU session for `model`, reused for the same serialized bytes."""
+def _new_session(data: bytes) -> Any:
     import onnxruntime as ort
 
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
+def session(model: Any, runtime: Any = None) -> Any:
+    """An onnxruntime CPU session for `model`, reused for the same serialized bytes (a bounded
+    cache of the runtime's, ``onnx_sessions`` in ``runtime.caches.stats()``). Serializing and
+    hashing a large model costs time on every call: keep the session to run one many times."""
+    from tenferro_runtime.runtime import default_runtime
+
     data = model.SerializeToString()
-    key = hashlib.sha256(data).digest()
-    with _LOCK:
-        s = _SESSIONS.get(key)
-    if s is None:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        opts.log_severity_level = 3
-        s = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
-        with _LOCK:
-            if len(_SESSIONS) > 64:
-                _SESSIONS.clear()
-            _SESSIONS[key] = s
-    return s
+    cache = (runtime or default_runtime()).caches.get("onnx_sessions", 16)
+    return cache.get_or_build(hashlib.sha256(data).digest(), _new_session, data)
 
 
 def load(model: Any) -> Any:
