@@ -280,20 +280,18 @@ def _close_to_old(out: np.ndarray, kept: list) -> bool:
     return any(c.shape == out.shape and np.array_equal(c, out, equal_nan=True) for _, c in kept)
 
 
+def _import_failed(exc: BaseException) -> dict:
+    """The outcome of a candidate whose kernel.py raised on import."""
+    reason = f"importing kernel.py raised {type(exc).__name__}: {str(exc)[:300]}"
+    return {"ok": False, "findings": [{"check": "import", "reason": reason}]}
+
+
 def verify(args: dict) -> dict:
     task = args["task"]
     try:
         kernel = load_kernel(args["dir"])
     except BaseException as exc:  # noqa: BLE001
-        return {
-            "ok": False,
-            "findings": [
-                {
-                    "check": "import",
-                    "reason": f"importing kernel.py raised {type(exc).__name__}: {str(exc)[:300]}",
-                }
-            ],
-        }
+        return _import_failed(exc)
     v = Verifier(task, kernel)
     try:
         v.run(args.get("seeds", [0, 1]))
@@ -356,15 +354,7 @@ def bench(args: dict) -> dict:
     try:  # imported only now: the inputs and the timer exist before any candidate code runs
         kernel = load_kernel(args["dir"])
     except BaseException as exc:  # noqa: BLE001
-        return {
-            "ok": False,
-            "findings": [
-                {
-                    "check": "import",
-                    "reason": f"importing kernel.py raised {type(exc).__name__}: {str(exc)[:300]}",
-                }
-            ],
-        }
+        return _import_failed(exc)
     rng = np.random.default_rng(0)
     findings, results = [], []
     clock = CLOCK
