@@ -141,12 +141,46 @@ def _errors(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> tupl
     return max_abs, max_rel, ok
 
 
+def _is_bf16(x: np.ndarray) -> bool:
+    return x.dtype.name == "bfloat16"
+
+
+def _ort_run(sess: Any, feeds: dict) -> list[np.ndarray]:
+    """`sess.run`, except that bfloat16 arrays (ml_dtypes, which onnxruntime's NumPy bridge cannot
+    convert either way) travel as OrtValues holding their bits as uint16."""
+    if not any(_is_bf16(x) for x in feeds.values()) and not any(
+            o.type == "tensor(bfloat16)" for o in sess.get_outputs()):
+        return sess.run(None, feeds)
+    import onnxruntime as ort
+
+    feeds = {k: np.require(x, requirements="C") for k, x in feeds.items()}  # 0-d stays 0-d
+    vals = {k: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(x.view(np.uint16), 16) if _is_bf16(x)
+            else ort.OrtValue.ortvalue_from_numpy(x) for k, x in feeds.items()}
+    return [_bf16_of(o) if o.data_type() == "tensor(bfloat16)" else o.numpy()
+            for o in sess.run_with_ort_values(None, vals)]
+
+
+def _bf16_of(v: Any) -> np.ndarray:
+    """A copy of a CPU OrtValue of bfloat16 as an ml_dtypes array (its `.numpy()` refuses)."""
+    import ctypes
+
+    import ml_dtypes
+
+    shape = tuple(v.shape())
+    n = int(np.prod(shape, dtype=np.int64))
+    if n == 0:
+        return np.empty(shape, ml_dtypes.bfloat16)
+    bits = np.ctypeslib.as_array((ctypes.c_uint16 * n).from_address(v.data_ptr())).copy()
+    return bits.view(ml_dtypes.bfloat16).reshape(shape)
+
+
 def run(model: Any, inputs: list[np.ndarray], engine: str) -> list[np.ndarray]:
-    """The model's outputs on `inputs` (in graph input order) by one engine."""
+    """The model's outputs on `inputs` (in graph input order) by one engine (bfloat16 inputs and
+    outputs as ml_dtypes arrays)."""
     feeds = {i.name: x for i, x in zip(model.graph.input, inputs)}
     try:
         if engine == "onnxruntime":
-            return session(model).run(None, feeds)
+            return _ort_run(session(model), feeds)
         if engine == "reference":
             from onnx.reference import ReferenceEvaluator
 

@@ -19,6 +19,7 @@ from tenferro_core import catalog
 from tenferro_core import dtypes as D
 from tenferro_onnx.checking import run
 from tenferro_onnx.testing import assert_matches
+from tenferro_runtime.runtime import default_device
 from tenferro_runtime.testing.cases import rule_accepts
 from tenferro_runtime.testing.conformance import SPECS, context, resolve_device, to_device
 
@@ -48,25 +49,30 @@ def test_families_cover_the_catalog() -> None:
     assert covered == {p.name for p in catalog.PRIMITIVES}
 
 
-def _cases(family: str, dtype: Any, draw: Any) -> list[tuple[str, Any, Any]]:
+def _cases(family: str, dtype: Any, draw: Any, ctx: Any = CTX,
+           skip: tuple = ("bfloat16", "complex64", "complex128")) -> list[tuple[str, Any, Any]]:
+    """A drawn case of each primitive of `family` the context's device takes for `dtype`
+    (variants naming a dtype in `skip` left out)."""
     out = []
     for p in FAMILIES[family]:
         spec = SPECS[p.name]
-        if not rule_accepts(p, spec, dtype, CTX):
+        if not rule_accepts(p, spec, dtype, ctx):
             continue
-        variants = spec.variants(dtype, CTX) if spec.variants else (None,)
+        variants = spec.variants(dtype, ctx) if spec.variants else (None,)
         for v in variants:
-            if v in ("bfloat16", "complex64", "complex128"):
+            if v in skip:
                 continue
-            case = spec.draw(draw, dtype, CTX, **({} if v is None else {"variant": v}))
+            case = spec.draw(draw, dtype, ctx, **({} if v is None else {"variant": v}))
             out.append((p.name, p, case))
     return out
 
 
-def _check(cases: list, dtype: Any, engine: str, opset: int | None = None) -> None:
+def _check(cases: list, dtype: Any, engine: str, opset: int | None = None, dev: Any = DEV) -> None:
+    """One model of all `cases`: full check, then `engine`'s (and import_model's) outputs
+    against tenferro's eager ones on `dev`."""
     if not cases:
         return
-    args = [to_device(a, DEV) for _, _, c in cases for a in c.args]
+    args = [to_device(a, dev) for _, _, c in cases for a in c.args]
 
     def fn(*xs: Any) -> tuple:
         outs, k = [], 0
@@ -81,14 +87,15 @@ def _check(cases: list, dtype: Any, engine: str, opset: int | None = None) -> No
         if name == "pow" and c.args[0].ndim == 0:
             # NumPy's 0-d float power gives pow(-inf, 0.5) = nan (C and docs/primitives.md: inf), and
             # the numpy backend inherits it for 0-d operands; the 1-element arrays give the spec's value
-            one = p.bind(*[to_device(a.reshape(1), DEV) for a in c.args], **c.params)
+            one = p.bind(*[to_device(a.reshape(1), dev) for a in c.args], **c.params)
             want[k] = np.asarray(one).reshape(())
     model = tox.export(fn, *args, opset=opset)
     onnx.checker.check_model(model, full_check=True)
     got = run(model, [np.asarray(a) for _, _, c in cases for a in c.args], engine)
     if IMPORT_BACK:
-        _compare(cases, dtype, list(tox.import_model(model)(*args)) if len(want) > 1 else
-                 [tox.import_model(model)(*args)], want, "import_model")
+        with default_device(dev):  # a model without inputs runs on the default device
+            back = tox.import_model(model)(*args)
+        _compare(cases, dtype, list(back) if len(want) > 1 else [back], want, "import_model")
     _compare(cases, dtype, got, want, engine)
 
 
