@@ -44,13 +44,31 @@ def assert_matches(got: Any, want: Any, *, accumulates: bool = False, mult: floa
     tol = mult * atol + rtol * np.abs(w)
     if bound is not None:
         tol = tol + 2 * EPS[name] * np.broadcast_to(np.asarray(bound, np.float64), w.shape)
-    bad = fin & (np.abs(g - w) > tol)
+    with np.errstate(invalid="ignore"):  # inf - inf where not finite (masked by `fin`)
+        bad = fin & (np.abs(g - w) > tol)
     assert not bad.any(), (f"{what}: {int(bad.sum())} of {bad.size} differ beyond rtol={rtol}: "
                            f"got {got[bad][:5]}, want {want[bad][:5]}")
+
+
+def assert_same_bits(got: Any, want: Any, what: str = "") -> None:
+    """Bit for bit equal (signed zeros included), NaNs (any payload) in the same places: data
+    movement, and conversions both sides round correctly."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    g, w = np.ascontiguousarray(got).reshape(-1), np.ascontiguousarray(want).reshape(-1)
+    n = got.dtype.itemsize
+    bad = (g.view(np.uint8).reshape(-1, n) != w.view(np.uint8).reshape(-1, n)).any(axis=1)
+    if want.dtype.kind not in "biu":
+        wide = np.complex128 if want.dtype.kind == "c" else np.float64
+        bad &= ~(np.isnan(g.astype(wide)) & np.isnan(w.astype(wide)))
+    bad = bad.reshape(got.shape)
+    assert not np.any(bad), (f"{what}: {int(np.sum(bad))} of {got.size} differ in bits: got "
+                             f"{got[bad][:5]}, want {want[bad][:5]}")
 
 
 def host(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
-__all__ = ["D", "TOL", "assert_matches", "host"]
+__all__ = ["D", "TOL", "assert_matches", "assert_same_bits", "host"]

@@ -5,6 +5,7 @@ run in a float32 carrier), equal tenferro's eager ones within bfloat16's precisi
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import ml_dtypes
@@ -16,11 +17,13 @@ from test_onnx_primitives import EXAMPLES, FAMILIES, _cases, _check
 
 import tenferro_onnx as tox
 import tenferro_runtime.array_api as xp
+from tenferro_core import catalog
 from tenferro_core import dtypes as D
 from tenferro_onnx.checking import run
 from tenferro_onnx.errors import CheckMismatchError
-from tenferro_onnx.testing import assert_matches
-from tenferro_runtime.testing.conformance import context, resolve_device, to_device
+from tenferro_onnx.testing import assert_matches, assert_same_bits
+from tenferro_runtime.testing.cases_structural import convert_limits_case
+from tenferro_runtime.testing.conformance import SPECS, context, resolve_device, to_device
 
 DEV = resolve_device("torch:cpu")
 CTX = context(DEV)
@@ -34,6 +37,28 @@ def test_family_exports_and_matches_bfloat16(family: str, data: Any) -> None:
     cases = _cases(family, BF16, data.draw, CTX, skip=("complex64", "complex128"))
     assert cases or family == "nullary", f"no {family} primitive takes bfloat16 on torch:cpu"
     _check(cases, BF16, "onnxruntime", dev=DEV)
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray, case: Any) -> None:
+    assert_same_bits(got, want, f"convert({case.args[0].dtype} -> {case.params['new_dtype']})")
+
+
+@settings(max_examples=EXAMPLES, suppress_health_check=list(HealthCheck), deadline=None)
+@given(data=st.data())
+def test_convert_into_and_out_of_bfloat16_bit_exact(data: Any) -> None:
+    """convert to bfloat16 from every other real dtype (drawn values and each source's limits:
+    +-max, subnormals, infinities, NaN) and from bfloat16's limits to every real dtype: the
+    exported Cast gives tenferro's bits (both round to nearest even)."""
+    p = catalog.BY_NAME["convert"]
+    spec = SPECS["convert"]
+    cases = []
+    for d in CTX.dtypes:
+        if d.kind == "c" or d is BF16:
+            continue
+        cases.append(spec.draw(data.draw, d, CTX, variant="bfloat16"))
+        cases.append(convert_limits_case(d, BF16))
+        cases.append(convert_limits_case(BF16, d))
+    _check([("convert", p, replace(c, check=_same_bits)) for c in cases], BF16, "onnxruntime", dev=DEV)
 
 
 def _fn(x: Any, y: Any) -> tuple:

@@ -18,7 +18,7 @@ import tenferro_onnx as tox
 from tenferro_core import catalog
 from tenferro_core import dtypes as D
 from tenferro_onnx.checking import run
-from tenferro_onnx.testing import assert_matches
+from tenferro_onnx.testing import assert_matches, assert_same_bits
 from tenferro_runtime.runtime import default_device
 from tenferro_runtime.testing.cases import rule_accepts
 from tenferro_runtime.testing.conformance import SPECS, context, resolve_device, to_device
@@ -104,6 +104,8 @@ def _compare(cases: list, dtype: Any, got: list, want: list, engine: str) -> Non
         what = f"{name}[{dtype}] by {engine}, params {case.params}, shapes {[a.shape for a in case.args]}"
         if case.check is not None:
             case.check(np.asarray(g), w, case)
+        elif case.exact:
+            assert_same_bits(g, w, what)
         else:
             assert_matches(g, w, accumulates=p.category in ("reduction", "contraction"), mult=case.mult,
                            bound=case.bound, what=what)
