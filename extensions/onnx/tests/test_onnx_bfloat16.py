@@ -1,7 +1,8 @@
 """bfloat16 value tests of every core primitive's export (on torch:cpu: NumPy has no
 bfloat16): per family, one model of drawn cases passes `onnx.checker` (full check) and
 onnxruntime's outputs, fed and read as bfloat16 by `checking.run` (ops its CPU provider lacks
-run in a float32 carrier), equal tenferro's eager ones within bfloat16's precision."""
+run in a float32 carrier), the reference evaluator's and the imported model's equal tenferro's
+eager ones within bfloat16's precision (`testing.TOL`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ from tenferro_onnx.testing import assert_matches, assert_same_bits
 from tenferro_runtime.testing.cases_structural import convert_limits_case
 from tenferro_runtime.testing.conformance import SPECS, context, resolve_device, to_device
 
+# IEEE special values are silent in onnx's reference evaluator too (as the root config has it for tenferro)
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning:onnx\\.reference")
+
 DEV = resolve_device("torch:cpu")
 CTX = context(DEV)
 BF16 = D.as_dtype("bfloat16")
@@ -37,6 +41,7 @@ def test_family_exports_and_matches_bfloat16(family: str, data: Any) -> None:
     cases = _cases(family, BF16, data.draw, CTX, skip=("complex64", "complex128"))
     assert cases or family == "nullary", f"no {family} primitive takes bfloat16 on torch:cpu"
     _check(cases, BF16, "onnxruntime", dev=DEV)
+    _check(cases, BF16, "reference", dev=DEV)  # computes bfloat16 through ml_dtypes
 
 
 def _same_bits(got: np.ndarray, want: np.ndarray, case: Any) -> None:
