@@ -39,7 +39,7 @@ BF16 = D.as_dtype("bfloat16")
 @given(data=st.data())
 def test_family_exports_and_matches_bfloat16(family: str, data: Any) -> None:
     cases = _cases(family, BF16, data.draw, CTX, skip=("complex64", "complex128"))
-    assert cases or family == "nullary", f"no {family} primitive takes bfloat16 on torch:cpu"
+    assert cases, f"no {family} primitive takes bfloat16 on torch:cpu"
     _check(cases, BF16, "onnxruntime", dev=DEV)
     _check(cases, BF16, "reference", dev=DEV)  # computes bfloat16 through ml_dtypes
 
