@@ -45,7 +45,8 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt
 
 bench: $(BENCH_STAMP)
 	cd bench && ../$(BIN)/python eager_overhead.py && ../$(BIN)/python ad_overhead.py && ../$(BIN)/python opfamilies.py \
-		&& ../$(BIN)/python backends.py && ../$(BIN)/python compile.py && ../$(BIN)/python train.py && ../$(BIN)/python energy.py && ../$(BIN)/python codegen.py
+		&& ../$(BIN)/python backends.py && ../$(BIN)/python compile.py && ../$(BIN)/python train.py && ../$(BIN)/python energy.py && ../$(BIN)/python codegen.py \
+		&& ../$(BIN)/python distributed.py && ../$(BIN)/python onnx_runtime.py
 
 # Everything that needs an NVIDIA GPU, within 8 minutes (not part of `test`): the torch:cuda tests,
 # the Triton tests compiled for the GPU and the GPU benchmarks; build/gpu-check/report.md and .json.

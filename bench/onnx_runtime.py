@@ -3,8 +3,7 @@ exported by tenferro-onnx and by torch.onnx (the same weights), against tenferro
 one run; prints medians and ratios (measured side by side, so only the ratios mean much on a
 shared machine).
 
-Run: `python bench/onnx.py [--batch 1 64] [--repeat 50] [--threads 1]`
-(the coordinator moves it to bench/onnx.py).
+Run: `python bench/onnx_runtime.py [--batch 1 64] [--repeat 50] [--threads 1]`
 """
 
 from __future__ import annotations
