@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -26,29 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("TENFERRO_FORGE_REGISTRY", tempfile.mkdtemp(prefix="forge-registry-"))
     os.environ["TENFERRO_FORGE_COUNT"] = "1"
-    from tenferro_forge import gates, registry
-    from tenferro_forge.task import new_task
+    sys.path.insert(0, str(HERE))  # forge_loop.py, beside this file
+    from forge_loop import promote_candidate
 
-    task = Path(tempfile.mkdtemp(prefix="forge-task-")) / "reduce_max_rows"
-    new_task(
-        task, "reduce_max", device="numpy:cpu", dtype="float32", shapes=args.shapes, params={"axes": [1]}
-    )
-    for name in ("kernel.py", "metadata.json"):
-        shutil.copyfile(HERE / "reduce_max_rows" / name, task / name)
-    verified = gates.verify(task)
-    print(f"verify: {'passed' if verified.ok else verified.findings} ({verified.details['calls']} calls)")
-    benched = gates.bench(task, calls=30)
-    for s in benched.details.get("shapes", []):
-        print(
-            f"bench {tuple(s['shape'])}: default {s['base_median_ns'] / 1e3:.0f} us, candidate "
-            f"{s['cand_median_ns'] / 1e3:.0f} us, speedup {s['speedup']:.2f}x "
-            f"(95% CI {s['ci_low']:.2f}-{s['ci_high']:.2f})"
-        )
-    if not (verified.ok and benched.ok):
-        print(f"not promoted: {benched.findings or verified.findings}")
+    entry = promote_candidate(HERE / "reduce_max_rows", "reduce_max", device="numpy:cpu", shapes=args.shapes,
+                              params={"axes": [1]})
+    if entry is None:
         return 1
-    entry = registry.promote(task, verify_report=verified, bench_report=benched)
-    print(f"promoted {entry['id']} into {registry.root()}")
     return run(args.shapes[0])
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -25,27 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("TENFERRO_FORGE_REGISTRY", tempfile.mkdtemp(prefix="forge-registry-"))
     os.environ["TENFERRO_FORGE_COUNT"] = "1"
-    from tenferro_forge import gates, registry
-    from tenferro_forge.task import new_task
+    sys.path.insert(0, str(HERE))  # forge_loop.py, beside this file
+    from forge_loop import promote_candidate
 
-    task = Path(tempfile.mkdtemp(prefix="forge-task-")) / "sign_torch"
-    new_task(task, "sign", device="torch:cpu", dtype="float32", shapes=args.shapes)
-    for name in ("kernel.py", "metadata.json"):
-        shutil.copyfile(HERE / "sign_torch" / name, task / name)
-    verified = gates.verify(task)
-    print(f"verify: {'passed' if verified.ok else verified.findings} ({verified.details['calls']} calls)")
-    benched = gates.bench(task, calls=30)
-    for s in benched.details.get("shapes", []):
-        print(
-            f"bench {tuple(s['shape'])} ({benched.details.get('threads')} torch threads): default "
-            f"{s['base_median_ns'] / 1e3:.0f} us, candidate {s['cand_median_ns'] / 1e3:.0f} us, "
-            f"speedup {s['speedup']:.2f}x (95% CI {s['ci_low']:.2f}-{s['ci_high']:.2f})"
-        )
-    if not (verified.ok and benched.ok):
-        print(f"not promoted: {benched.findings or verified.findings}")
+    if promote_candidate(HERE / "sign_torch", "sign", device="torch:cpu", shapes=args.shapes) is None:
         return 1
-    entry = registry.promote(task, verify_report=verified, bench_report=benched)
-    print(f"promoted {entry['id']} into {registry.root()}")
     return run(args.shapes[0])
 
 
