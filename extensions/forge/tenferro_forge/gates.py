@@ -103,6 +103,16 @@ def _scan(source: str, metadata: dict | None, task: dict) -> list[dict]:
     return scan(source, language=language, dtype=task["dtype"], allowed_extra=LANGUAGES.get(language, ()))
 
 
+def _read_and_scan(directory: str | os.PathLike, skip_scan: bool) -> tuple[dict, str, list]:
+    """The task, the candidate's source hash, and the findings of its files and static scan:
+    the first step of both gates."""
+    task = load_task(directory)
+    source, metadata, findings = read_candidate(directory, task)
+    if source is not None and not skip_scan:
+        findings += _scan(source, metadata, task)
+    return task, source_hash(directory), findings
+
+
 def verify(
     directory: str | os.PathLike,
     *,
@@ -115,11 +125,7 @@ def verify(
     """Verify the candidate in `directory` (a task directory holding kernel.py and
     metadata.json). `skip_scan` exists for Forge's own tests of the sandbox (a crash the scan
     would stop); a report made with it is never promotable."""
-    task = load_task(directory)
-    digest = source_hash(directory)
-    source, metadata, findings = read_candidate(directory, task)
-    if source is not None and not skip_scan:
-        findings += _scan(source, metadata, task)
+    task, digest, findings = _read_and_scan(directory, skip_scan)
     details: dict = {"verifier_version": VERIFIER_VERSION, "skip_scan": skip_scan}
     if not findings:
         out = run_child(
@@ -155,11 +161,7 @@ def bench(
     runs first (`skip_scan`: Forge's own tests of the harness; never promotable)."""
     from .registry import bandwidth_cached
 
-    task = load_task(directory)
-    digest = source_hash(directory)
-    source, metadata, findings = read_candidate(directory, task)
-    if source is not None and not skip_scan:
-        findings += _scan(source, metadata, task)
+    task, digest, findings = _read_and_scan(directory, skip_scan)
     details: dict = {"calls": calls, "skip_scan": skip_scan}
     if not findings:
         out = run_child(
