@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from forge_helpers import BENCH, EXAMPLE, make_task
+from forge_helpers import BENCH, EXAMPLE, gated, make_task
 from tenferro_runtime.testing.profiles import load_profiles
 
 load_profiles()
@@ -23,12 +23,5 @@ def forge_registry(tmp_path_factory, monkeypatch):
 def example_gates(tmp_path_factory):
     """The honest example's task (BENCH shapes), verified and benchmarked once per session:
     (task dir, verify report, bench report)."""
-    from tenferro_forge import gates
-
     d = make_task(tmp_path_factory.mktemp("example") / "task", EXAMPLE, shapes=BENCH)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TENFERRO_FORGE_REGISTRY", str(tmp_path_factory.mktemp("bench_registry")))
-    try:
-        return d, gates.verify(d), gates.bench(d, calls=30)
-    finally:
-        mp.undo()
+    return gated(d, tmp_path_factory.mktemp("bench_registry"))

@@ -30,3 +30,18 @@ def make_task(directory: Path, candidate: Path | None, shapes=SMALL, op="reduce_
             if f.is_file():
                 shutil.copyfile(f, directory / f.name)
     return directory
+
+
+def gated(task: Path, registry_dir: Path) -> tuple:
+    """(task, verify report, bench report) for `task`, the bench's machine figures cached in
+    `registry_dir` (not the user's registry)."""
+    import pytest
+
+    from tenferro_forge import gates
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TENFERRO_FORGE_REGISTRY", str(registry_dir))
+    try:
+        return task, gates.verify(task), gates.bench(task, calls=30)
+    finally:
+        mp.undo()

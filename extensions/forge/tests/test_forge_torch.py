@@ -15,7 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import tenferro_runtime as tr
-from forge_helpers import FIXTURES, SMALL
+from forge_helpers import FIXTURES, SMALL, gated
 from tenferro_forge import gates, registry
 from tenferro_forge import plugin as forge_plugin
 from tenferro_forge.errors import ForgeArgumentError
@@ -42,12 +42,7 @@ def _task(directory, candidate, op, shapes=SMALL, params=None):
 def sign_gates(tmp_path_factory):
     """The honest torch example verified and benchmarked once: (dir, verify, bench)."""
     d = _task(tmp_path_factory.mktemp("sign") / "task", EXAMPLE, "sign", shapes=SIGN_SHAPES)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TENFERRO_FORGE_REGISTRY", str(tmp_path_factory.mktemp("bench_registry")))
-    try:
-        return d, gates.verify(d), gates.bench(d, calls=30)
-    finally:
-        mp.undo()
+    return gated(d, tmp_path_factory.mktemp("bench_registry"))
 
 
 def test_torch_task_states_the_torch_contract(tmp_path):
