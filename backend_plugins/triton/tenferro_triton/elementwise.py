@@ -29,6 +29,7 @@ from tenferro_runtime.eager import params_key
 from . import codegen
 from .cache import interpreted
 from .executor import Unsupported
+from .launch import Launcher
 
 BLOCK = 1024
 """Elements per program (at most; fewer for smaller outputs)."""
@@ -143,20 +144,16 @@ def _space_kernel(group: Any, device: Any) -> Any:
 
     def kernel(*bufs: Any) -> list:
         strides = tuple([b.stride() for b in bufs])
-        launch = launches.get(strides)
-        if launch is None:
-            launch = launches[strides] = _KERNELS.get_or_build(
+        launch = launches.get(strides, False)
+        if launch is False:
+            fn, grid, warps = _KERNELS.get_or_build(
                 (spec.key, strides, BLOCK), _build, spec, strides) if spec.stored else (None, 0, 0)
-        fn, grid, warps = launch
+            launch = launches[strides] = Launcher(fn, (grid,), **OPTIONS, num_warps=warps) if grid else None
         results = [torch.empty(s, dtype=t, device=dev) for s, t in outs]
-        if grid:
+        if launch is not None:
             args = [bufs[i] for i in spec.used_inputs] + spec.consts
             args += [results[j] for j in spec.stored]
-            if dev.type == "cuda" and torch.cuda.current_device() != dev.index:
-                with torch.cuda.device(dev):
-                    fn[(grid,)](*args, **OPTIONS, num_warps=warps)
-            else:
-                fn[(grid,)](*args, **OPTIONS, num_warps=warps)
+            launch(*args)
         return results
 
     kernel.__name__ = spec.name

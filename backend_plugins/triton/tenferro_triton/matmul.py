@@ -21,6 +21,8 @@ from typing import Any
 from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
 
+from .launch import Launcher
+
 OP = "matmul.v2"  # autotune cache namespace; bump when the kernel or its configs change
 SUPPORTED = (D.float16, D.bfloat16, D.float32, D.float64)
 _INT32_MAX = 2**31 - 1
@@ -116,10 +118,14 @@ def dot_kernel(in_avals: tuple, out_aval: Any, contracting_dims: tuple, batch_di
 
             key = tune_key(OP, dtype_name, target_name(x.device), {"B": b, "M": m, "N": n, "K": k})
             config = tuned.launch(key, grid_of, args, meta)
-            state["fn"], state["kw"] = tuned.fn, {**meta, **config.all_kwargs()}
+            kw = {**meta, **config.all_kwargs()}
+            names = set(tuned.fn.arg_names)
+            state["launch"] = Launcher(tuned.fn, grid_of(config.kwargs),
+                                       {k: v for k, v in kw.items() if k in names},
+                                       **{k: v for k, v in kw.items() if k not in names})
             state["grid"] = grid_of(config.kwargs)
         else:
-            state["fn"][grid](*args, **state["kw"])
+            state["launch"](*args)
         return out.view(out_shape)
 
     return run

@@ -24,6 +24,7 @@ from typing import Any
 from . import codegen
 from .cache import interpreted
 from .codegen import TL
+from .launch import Launcher
 from .rows_source import (
     ROW_REDUCTIONS,
     Program,
@@ -250,7 +251,7 @@ class _RowKernel:
             raise Unsupported(f"torch has no buffers of {sorted(d.name for d in missing)}")
         self.out_types = [(prog.value(i)[0], TO_TORCH[prog.value(i)[1]]) for i in prog.outs]
         self.variants: dict = {}
-        self.launches: dict = {}  # operand strides -> (the kernel bound to its grid, warps)
+        self.launches: dict = {}  # operand strides -> Launcher
         self.lock = threading.Lock()
 
     def variant(self, strides: tuple, wide: bool) -> tuple:
@@ -274,11 +275,10 @@ class _RowKernel:
                        default=0)
             wide = span >= 2**31 - 1 or any(math.prod(s) >= 2**31 - 1 for s, _ in self.out_types)
             fn, b = self.variant(strides, wide)
-            hit = self.launches[strides] = (fn[(b.grid,)], b.num_warps)
-        launch, warps = hit
+            hit = self.launches[strides] = Launcher(fn, (b.grid,), num_warps=b.num_warps)
         dev = bufs[0].device
         outs = [torch.empty(shape, dtype=dt, device=dev) for shape, dt in self.out_types]
-        launch(*bufs, *outs, num_warps=warps)
+        hit(*bufs, *outs)
         return outs
 
 

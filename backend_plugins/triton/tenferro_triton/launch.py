@@ -1,0 +1,106 @@
+"""Launching a compiled Triton kernel without `JITFunction.run`'s per-call work.
+
+`JITFunction.run` binds the arguments, computes their specialization and a cache key,
+asks the driver for the current device and stream and checks the kernel's globals on every
+call: 8-12 µs of Python, more than a short-row softmax takes on an H100. `Launcher` does
+that once per specialization (what Triton compiles a separate kernel for: each pointer's
+16-byte alignment and dtype, each integer's divisibility by 16, being 1 and its width) and
+then calls the compiled kernel's C launcher directly. Under the interpreter, or while a
+launch hook is set (profilers), every call goes through `JITFunction.run`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from .cache import interpreted
+
+
+def specialization(arg: Any) -> Any:
+    """What Triton specializes a compiled kernel on for one argument's value."""
+    if isinstance(arg, bool) or arg is None:
+        return arg
+    if isinstance(arg, int):
+        width = 0 if -2**31 <= arg < 2**31 else 1 if 0 <= arg < 2**32 else 2
+        return (arg % 16 == 0, arg == 1, width)
+    if isinstance(arg, float):
+        return float
+    ptr = getattr(arg, "data_ptr", None)
+    if ptr is not None:
+        return (arg.dtype, ptr() % 16 == 0)
+    return type(arg)
+
+
+def _hooks_set() -> bool:
+    """Whether a launch hook is on (a profiler's): a non-empty `HookChain` in Triton 3.4+."""
+    from triton import knobs
+
+    return any(h is not None and bool(getattr(h, "calls", True))
+               for h in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook))
+
+
+class Launcher:
+    """One jit function at one grid with fixed constexpr and compile options, called with the
+    positional arguments that vary (its leading parameters)."""
+
+    def __init__(self, fn: Any, grid: Sequence[int], constexprs: dict[str, Any] | None = None,
+                 **options: Any) -> None:
+        self.fn, self.options = fn, options
+        self.constexprs = dict(constexprs or {})
+        self.grid = (tuple(grid) + (1, 1))[:3]
+        self._compiled: dict[tuple, tuple] = {}
+        self._lock = threading.Lock()
+        names = list(getattr(fn, "arg_names", ()))
+        self._tail = [self.constexprs[n] for n in names if n in self.constexprs]
+        self._direct = (bool(names) and not interpreted()
+                        and all(n in self.constexprs for n in names[len(names) - len(self._tail):]))
+
+    def __call__(self, *args: Any) -> None:
+        key = None
+        if self._direct and not _hooks_set():
+            dev = next((a.device for a in args if hasattr(a, "device")), None)
+            key = (dev, *map(specialization, args))
+            hit = self._compiled.get(key)
+            if hit is not None and dev.index == _cuda().cuda.current_device():
+                run, function, packed = hit
+                g0, g1, g2 = self.grid
+                run(g0, g1, g2, _cuda()._C._cuda_getCurrentRawStream(dev.index), function, packed,
+                    None, None, None, *args, *self._tail)
+                return
+        self._slow(key, args)
+
+    def _slow(self, key: tuple | None, args: tuple) -> None:
+        """Launches through `JITFunction.run`, on the CUDA device of the arguments (Triton
+        launches on the current one), and keeps the compiled kernel's launcher under `key`."""
+        dev = next((a.device for a in args if hasattr(a, "device")), None)
+        if dev is None or dev.type != "cuda":
+            self.fn[self.grid](*args, **self.constexprs, **self.options)
+            return
+        with self._lock, _cuda().cuda.device(dev):
+            kernel = self.fn[self.grid](*args, **self.constexprs, **self.options)
+            if key is None:
+                return
+            if hasattr(kernel, "result"):  # an asynchronous compile's future
+                kernel = kernel.result()
+            if len(args) + len(self._tail) != len(self.fn.arg_names):
+                self._direct = False  # defaults or keywords in between: always the slow path
+            else:
+                self._compiled[key] = (kernel.run, kernel.function, kernel.packed_metadata)
+
+
+_TORCH: Any = None
+
+
+def _cuda() -> Any:
+    """torch (imported on the first launch)."""
+    global _TORCH
+    if _TORCH is None:
+        import torch
+
+        _TORCH = torch
+    return _TORCH
+
+
+__all__ = ["Launcher", "specialization"]
