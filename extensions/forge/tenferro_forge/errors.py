@@ -21,8 +21,20 @@ class RegistryError(ForgeError, LookupError):
     """No registry entry by that id, or a registry that cannot be read."""
 
 
+class GPURequiredError(ForgeError):
+    """A step that only means something on a GPU (timing a Triton candidate) asked for where
+    there is none, or where Triton is forced into its CPU interpreter."""
+
+
 class PromotionError(ForgeError):
     """Promotion refused: verification or the benchmark gate did not pass."""
 
 
-__all__ = ["ForgeArgumentError", "ForgeError", "ForgeFileError", "PromotionError", "RegistryError"]
+__all__ = [
+    "ForgeArgumentError",
+    "ForgeError",
+    "ForgeFileError",
+    "GPURequiredError",
+    "PromotionError",
+    "RegistryError",
+]

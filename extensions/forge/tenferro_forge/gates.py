@@ -14,7 +14,7 @@ from typing import Any
 from . import VERIFIER_VERSION
 from .sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, run_child
 from .scan import scan
-from .task import LANGUAGES, _write, load_task
+from .task import LANGUAGES, _write, is_gpu, load_task
 
 METADATA_KEYS = {"author": str, "language": str, "op": str, "signature": dict, "claims": str}
 VERIFY_ENV = {
@@ -103,6 +103,33 @@ def _scan(source: str, metadata: dict | None, task: dict) -> list[dict]:
     return scan(source, language=language, dtype=task["dtype"], allowed_extra=LANGUAGES.get(language, ()))
 
 
+def gpu_here() -> bool:
+    """Whether Triton candidates run on a GPU here: torch has a CUDA device (read without
+    importing torch) and TRITON_INTERPRET does not force the interpreter."""
+    from .triton_io import interpreted
+
+    if interpreted():
+        return False
+    try:
+        from tenferro_torch.discovery import cuda_device_count
+    except ImportError:
+        return False
+    return cuda_device_count() > 0
+
+
+def _child_limits(task: dict, memory_mb: int) -> int | None:
+    """The child's address-space cap: none for a GPU child (CUDA reserves more address space
+    than any cap; the GPU's own memory bounds the candidate there)."""
+    return None if is_gpu(task) and gpu_here() else memory_mb
+
+
+GPU_NEEDED = (
+    "benchmarking a Triton candidate needs a CUDA GPU: {why}; Triton's CPU interpreter runs the "
+    "kernels for `verify`, but its timings say nothing about a GPU. Run `tenferro-forge bench` (or "
+    "promote) on a machine whose torch sees a CUDA device, without TRITON_INTERPRET set"
+)
+
+
 def _read_and_scan(directory: str | os.PathLike, skip_scan: bool) -> tuple[dict, str, list]:
     """The task, the candidate's source hash, and the findings of its files and static scan:
     the first step of both gates."""
@@ -132,11 +159,13 @@ def verify(
             "verify",
             {"task": task, "dir": str(Path(directory).resolve()), "seeds": list(seeds)},
             timeout_s=timeout_s,
-            memory_mb=memory_mb,
+            memory_mb=_child_limits(task, memory_mb),
             env=VERIFY_ENV,
         )
         findings += out.get("findings", [])
         details["calls"] = out.get("calls")
+        if out.get("ran_on"):
+            details["ran_on"] = out["ran_on"]
         if not out.get("ok") and not findings:
             findings.append({"check": "harness", "reason": "verification failed without a reason"})
     report = Report("verify", not findings and not skip_scan, findings, digest, details)
@@ -159,9 +188,13 @@ def bench(
     `calls` timed calls per shape after `warmup`, interleaved; gate on the bootstrap 95%
     interval's lower bound (>= 1.10x on every shape) and on the roofline. The static scan
     runs first (`skip_scan`: Forge's own tests of the harness; never promotable)."""
+    from .errors import GPURequiredError
     from .registry import bandwidth_cached
 
     task, digest, findings = _read_and_scan(directory, skip_scan)
+    if is_gpu(task) and not gpu_here():
+        why = "torch sees no CUDA device here, or TRITON_INTERPRET is set"
+        raise GPURequiredError(GPU_NEEDED.format(why=why))
     details: dict = {"calls": calls, "skip_scan": skip_scan}
     if not findings:
         out = run_child(
@@ -174,10 +207,13 @@ def bench(
                 "bandwidth": bandwidth_cached(),
             },
             timeout_s=timeout_s,
-            memory_mb=memory_mb,
+            memory_mb=_child_limits(task, memory_mb),
         )
+        if out.get("refused") == "gpu":
+            raise GPURequiredError(GPU_NEEDED.format(why=out["findings"][0]["reason"]))
         findings += out.get("findings", [])
         keep = ("shapes", "gate", "gate_passed", "bandwidth", "threads")
+        keep += ("device_bandwidth", "device_name", "timer", "flush_bytes")
         details.update({k: out[k] for k in keep if k in out})
         if out.get("bandwidth"):
             bandwidth_cached(out["bandwidth"])
@@ -196,4 +232,4 @@ def bench(
     return report
 
 
-__all__ = ["Report", "bench", "read_candidate", "source_hash", "verify"]
+__all__ = ["Report", "bench", "gpu_here", "read_candidate", "source_hash", "verify"]

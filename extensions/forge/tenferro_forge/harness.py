@@ -5,6 +5,7 @@ the candidate exists, makes inputs, then imports the candidate from its file, an
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import ops
+from .task import is_gpu
 
 POISON = {2: 0x7DA5, 4: 0x7FA5A5A5, 8: 0x7FF5A5A5A5A5A5A5}
 """A NaN with a payload per item size, written into free memory before each candidate call:
@@ -77,10 +79,17 @@ class Verifier:
         self.calls = 0
         self.io = None  # torch candidates: operands as tensors, the tensor contract (torch_io)
         self.kept_tensors: list[Any] = []
+        self.triton = None  # Triton candidates: triton_io (launch counts, the launcher's torch ops)
+        self.kept_live: list[tuple[Any, np.ndarray]] = []  # GPU results and copies of them
         if task.get("backend") == "torch":
             from .torch_io import TorchIO
 
-            self.io = TorchIO(self.dtype)
+            device = "cpu"
+            if is_gpu(task):
+                from . import triton_io
+
+                self.triton, device = triton_io, triton_io.DEVICE[0]
+            self.io = TorchIO(self.dtype, device)
 
     def find(self, check: str, reason: str) -> None:
         if len(self.findings) < MAX_FINDINGS and not any(
@@ -98,11 +107,20 @@ class Verifier:
         state = self.io.state() if self.io else None
         ref = ops.reference(self.op, arrays, self.params)
         itemsize = np.dtype(self.dtype).itemsize
-        poison(int(np.prod(outs[0].shape)) * itemsize, itemsize)
+        size = int(np.prod(outs[0].shape))
+        if self.io and self.io.gpu:
+            self.triton.poison_device(size * itemsize, itemsize, self.io.device, POISON[itemsize])
+        else:
+            poison(size * itemsize, itemsize)
         self.calls += 1
         threads = len(STARTED)
+        launches = self.triton.STATE.launches if self.triton else 0
+        guard = self.triton.guard() if self.triton else contextlib.nullcontext()
         try:
-            out = self.kernel(*bufs, **canon)
+            with guard:
+                out = self.kernel(*bufs, **canon)
+            if self.triton:
+                self.triton.synchronize(str(self.io.device))
         except RecursionError:
             self.find("error", f"{label}: RecursionError (unbounded recursion)")
             raise Stop from None
@@ -118,6 +136,8 @@ class Verifier:
                 f"{label}: the candidate started a thread during the call "
                 f"(work deferred past the call's return)",
             )
+        if self.triton:
+            self.launcher(label, guard.ops, self.triton.STATE.launches - launches, size)
         if self.io and self.io.state() != state:
             self.find(
                 "global_state",
@@ -174,6 +194,8 @@ class Verifier:
                     f"(stale output memory)",
                 )
             self.kept_tensors.append(tensor)
+            if self.io.gpu:
+                self.kept_live.append((tensor, out.copy()))
         if np.shares_memory(out, ref):
             self.find("fresh_output", f"{label}: the output is the reference's buffer")
         for old, _ in self.kept:
@@ -189,6 +211,20 @@ class Verifier:
         if why:
             self.find("correctness", f"{label}: {why}")
         return out, ref
+
+    def launcher(self, label: str, ops: list, launches: int, size: int) -> None:
+        """A Triton candidate's call: torch may only allocate and lay out, a Triton kernel must run."""
+        if ops:
+            self.find(
+                "torch_compute",
+                f"{label}: the launcher ran torch ops {ops[:6]} outside its Triton kernels: a Triton "
+                f"candidate computes in its @triton.jit kernels (torch may only allocate and lay out)",
+            )
+        if size and not launches:
+            self.find(
+                "no_kernel",
+                f"{label}: the call returned a result of {size} elements without launching a Triton kernel",
+            )
 
     def run(self, seeds: list[int]) -> None:
         op, dtype, params = self.op, self.dtype, self.params
@@ -219,7 +255,8 @@ class Verifier:
                 self.call(f"stride-0 (broadcast) shape {shape}", [np.broadcast_to(r, shape) for r in row])
             self.specials(shape, nin)
             self.caching(shape, nin)
-        for old, copy in self.kept:
+        live = [(t.detach().cpu().numpy(), c) for t, c in self.kept_live]
+        for old, copy in self.kept + live:
             if not np.array_equal(old, copy, equal_nan=True):
                 self.find(
                     "stale_memory",
@@ -288,6 +325,10 @@ def _import_failed(exc: BaseException) -> dict:
 
 def verify(args: dict) -> dict:
     task = args["task"]
+    if is_gpu(task):  # where the Triton kernels run, decided before triton is imported
+        from . import triton_io
+
+        triton_io.DEVICE[0] = triton_io.prepare(task)
     try:
         kernel = load_kernel(args["dir"])
     except BaseException as exc:  # noqa: BLE001
@@ -297,7 +338,10 @@ def verify(args: dict) -> dict:
         v.run(args.get("seeds", [0, 1]))
     except Stop:
         pass
-    return {"ok": not v.findings, "findings": v.findings, "calls": v.calls}
+    out = {"ok": not v.findings, "findings": v.findings, "calls": v.calls}
+    if v.triton:
+        out["ran_on"] = str(v.io.device) + (" (Triton interpreter)" if not v.io.gpu else "")
+    return out
 
 
 # ---- bench -----------------------------------------------------------------------------------
@@ -326,6 +370,10 @@ def bench(args: dict) -> dict:
     from tenferro_runtime.runtime import Runtime
 
     task = args["task"]
+    if is_gpu(task):
+        from .gpu_bench import bench_gpu
+
+        return bench_gpu(args)
     op, dtype, params, nin = task["op"], task["dtype"], task["params"], task["nin"]
     calls, warmup, sets = int(args.get("calls", 30)), int(args.get("warmup", 3)), 3
     rt = Runtime.from_entry_points(check_kernels=False)

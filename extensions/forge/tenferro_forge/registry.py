@@ -41,17 +41,37 @@ def root() -> Path:
 
 @functools.cache
 def device_fingerprint(device: str) -> str:
-    """A short hash of what a timing depends on: the device name, CPU model, cores, machine."""
+    """A short hash of what a timing depends on: the device name, CPU model, cores, machine;
+    for torch:cuda:N also the GPU model and the triton version."""
     model = ""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    text = json.dumps(
-        [device, model or platform.processor(), os.cpu_count(), platform.machine(), platform.system()]
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    parts = [device, model or platform.processor(), os.cpu_count(), platform.machine(), platform.system()]
+    if device.startswith("torch:cuda"):
+        parts += _gpu(device)
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def _gpu(device: str) -> list[str]:
+    """The GPU model behind a torch:cuda:N device and the triton version (what a Triton
+    kernel's timing depends on besides the host); "no GPU" where torch sees none."""
+    try:
+        triton = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        triton = "none"
+    name = "no GPU"
+    with contextlib.suppress(Exception):  # torch missing, or a driver that fails to answer
+        from tenferro_torch.discovery import cuda_device_count
+
+        index = int(device.rpartition(":")[2])
+        if index < cuda_device_count():
+            import torch
+
+            name = torch.cuda.get_device_name(index)
+    return [name, f"triton {triton}"]
 
 
 @functools.lru_cache(maxsize=1)

@@ -16,12 +16,16 @@ DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MEMORY_MB = 4096
 
 
-def _limits(memory_mb: int) -> Any:
+def _limits(memory_mb: int | None) -> Any:
+    """No core dumps; an address-space cap of `memory_mb` unless None (CUDA reserves far more
+    virtual address space than any cap allows: GPU children run without one)."""
+
     def apply() -> None:
         import resource
 
-        cap = int(memory_mb) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        if memory_mb is not None:
+            cap = int(memory_mb) * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
     return apply
@@ -32,7 +36,7 @@ def run_child(
     args: dict,
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    memory_mb: int = DEFAULT_MEMORY_MB,
+    memory_mb: int | None = DEFAULT_MEMORY_MB,
     env: dict | None = None,
 ) -> dict:
     """Run ``python -m tenferro_forge.harness`` for `mode` with `args`; its JSON result, or
@@ -40,6 +44,8 @@ def run_child(
     printed no result. Never raises for anything the child does."""
     nonce = secrets.token_hex(16)
     child_env = {**os.environ, **(env or {}), "PYTHONDONTWRITEBYTECODE": "1"}
+    for var in [k for k, v in (env or {}).items() if v is None]:  # None: unset in the child
+        child_env.pop(var, None)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         child_env.setdefault(var, "1")
     try:

@@ -132,6 +132,19 @@ TORCH_REASONS = {
     "frombuffer": "raw memory",
 }
 """Attributes a torch candidate may not use (plain torch ops are allowed)."""
+TRITON_REASONS = {
+    "autotune": "triton.autotune times configs inside the first call and caches by argument",
+    "testing": "triton.testing: timers and benchmarks",
+    "compile": "triton.compile: compiles outside the launch path",
+    "compiler": "triton.compiler: compiles outside the launch path",
+    "runtime": "triton.runtime: drivers, caches and launch internals",
+    "knobs": "triton.knobs: global switches (the interpreter, caches)",
+    "backends": "triton.backends: drivers and compilers",
+    "tools": "triton.tools: ahead-of-time compilation and disassembly",
+    "profiler": "triton.profiler: timers",
+    "inline_asm_elementwise": "inline assembly: code the scan cannot read",
+}
+"""Triton attributes a Triton candidate may not use (triton.jit, cdiv, language ops are allowed)."""
 NARROWER = {
     "float64": {"float32", "single", "float16", "half", "bfloat16", "f4", "f2", "e", "f", "<f4", "<f2"},
     "float32": {"float16", "half", "bfloat16", "f2", "e", "<f2"},
@@ -152,7 +165,8 @@ def scan(
     out: list[dict] = []
     modules: set[str] = set()
     narrow = NARROWER.get(dtype, set())
-    torch = language == "torch"
+    torch = language in ("torch", "triton")
+    triton = language == "triton"
     if torch and dtype == "float64":
         narrow = narrow | {"float"}  # .float(), torch.float: float32
 
@@ -169,9 +183,19 @@ def scan(
         parts = name.split(".")
         if root == "torch" and len(parts) > 1 and (parts[1] in TORCH_REASONS or parts[1].startswith("_")):
             find(node, f"import of {name}: {TORCH_REASONS.get(parts[1], 'private torch internals')}")
+        bad = [p for p in parts[1:] if p in TRITON_REASONS or p.startswith("_")]
+        if root == "triton" and bad:
+            find(node, f"import of {name}: {TRITON_REASONS.get(bad[0], 'private triton internals')}")
         if name in ("numpy.ctypeslib", "numpy.lib.stride_tricks", "numpy.testing"):
             find(node, f"import of {name}: {NUMPY_REASONS[name.split('.')[-1]]}")
 
+    triton_names = {
+        (a.asname or a.name).split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+        if ((n.module or "") if isinstance(n, ast.ImportFrom) else a.name).split(".")[0] == "triton"
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -182,6 +206,11 @@ def scan(
             for a in node.names:
                 if node.module and node.module.split(".")[0] == "numpy" and a.name in NUMPY_REASONS:
                     find(node, f"numpy.{a.name}: {NUMPY_REASONS[a.name]}")
+                if node.module and node.module.split(".")[0] == "triton" and (
+                    a.name in TRITON_REASONS or a.name.startswith("_")
+                ):
+                    why = TRITON_REASONS.get(a.name, "private triton internals")
+                    find(node, f"{node.module}.{a.name}: {why}")
                 if node.module and node.module.split(".")[0] == "torch" and (
                     a.name in TORCH_REASONS or a.name.startswith("_")
                 ):
@@ -195,11 +224,13 @@ def scan(
         elif isinstance(node, ast.Attribute):
             if node.attr.startswith("__") and node.attr.endswith("__"):
                 find(node, f"dunder attribute {node.attr}: introspection reaches the harness")
-            elif node.attr in NUMPY_REASONS:
+            elif node.attr in NUMPY_REASONS and not (triton and _root(node) in triton_names):
                 find(node, f"attribute {node.attr}: {NUMPY_REASONS[node.attr]}")
             elif node.attr in ("f_back", "f_globals", "gi_frame", "tb_frame", "cr_frame"):
                 find(node, f"attribute {node.attr}: reaches the harness's frames")
-            elif torch and node.attr in TORCH_REASONS:
+            elif triton and node.attr in TRITON_REASONS and _root(node) in triton_names:
+                find(node, f"attribute {node.attr}: {TRITON_REASONS[node.attr]}")
+            elif torch and node.attr in TORCH_REASONS and not (triton and _root(node) in triton_names):
                 find(node, f"attribute {node.attr}: {TORCH_REASONS[node.attr]}")
             elif torch and node.attr.startswith("_"):
                 find(node, f"attribute {node.attr}: private torch or tensor internals")
@@ -224,6 +255,12 @@ def scan(
             find(node, "generators or coroutines: work deferred past the call")
         elif isinstance(node, ast.Global) and any(n in modules for n in node.names):
             find(node, "rebinds a module name (global)")
+    if triton and not any(
+        isinstance(n, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in n.decorator_list)
+        for n in tree.body
+    ):
+        why = "a Triton candidate defines no top-level @triton.jit kernel"
+        out.append({"check": "scan", "line": 0, "reason": why})
     if not any(isinstance(n, ast.FunctionDef) and n.name == "kernel" for n in tree.body):
         out.append({"check": "scan", "line": 0, "reason": "kernel.py defines no top-level function `kernel`"})
     return out
@@ -235,4 +272,4 @@ def _root(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-__all__ = ["ALLOWED", "TORCH_REASONS", "scan"]
+__all__ = ["ALLOWED", "TORCH_REASONS", "TRITON_REASONS", "scan"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,11 @@ LANGUAGES = {
     "triton": ("torch", "triton"),
 }
 """Candidate language -> the modules its kernel.py may import besides the standard allow list."""
-BACKEND_LANGUAGES = {"numpy": ("numpy", "numba"), "torch": ("torch",)}
-"""Backends Forge makes tasks for -> candidate languages. torch runs on torch:cpu only: GPU and
-Triton candidates need stream synchronization and cache flushes in the harness (not yet)."""
+BACKEND_LANGUAGES = {"numpy": ("numpy", "numba"), "torch": ("torch",), "torch:cuda": ("triton",)}
+"""Backends (torch:cuda for the torch backend's GPUs) Forge makes tasks for -> candidate
+languages: torch candidates on torch:cpu, Triton candidates on torch:cuda:N."""
 DEVICES = {"numpy": None, "torch": ("cpu",)}
-"""Backend -> the device ids Forge judges (None: any)."""
+"""Backend -> the device ids Forge judges besides cuda:N (None: any)."""
 OBJECTIVES = ("latency",)
 
 
@@ -53,12 +54,7 @@ def new_task(
     prim = ops.primitive(op)
     ops.dtype_of(dtype)
     params = dict(params or {})
-    backend, _, dev_id = device.partition(":")
-    if backend not in BACKEND_LANGUAGES or not dev_id or dev_id not in (DEVICES[backend] or (dev_id,)):
-        raise ForgeArgumentError(
-            f"forge makes tasks for the devices numpy:* and torch:cpu (named like 'numpy:cpu'), "
-            f"got {device!r}; GPU (torch:cuda, Triton) candidates are not judged yet: pick one of those"
-        )
+    backend, languages = device_languages(device)
     if objective not in OBJECTIVES:
         raise ForgeArgumentError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     shapes = [tuple(parse_shape(s) if isinstance(s, str) else s) for s in shapes]
@@ -79,7 +75,7 @@ def new_task(
         "dtype": dtype,
         "shapes": [list(s) for s in shapes],
         "objective": objective,
-        "languages": list(BACKEND_LANGUAGES[backend]),
+        "languages": list(languages),
         "reference": {
             "kind": "float64-numpy",
             "kernel": f"tenferro_numpy.kernels.KERNELS[{op!r}]",
@@ -94,6 +90,25 @@ def new_task(
     _write(path / "task.json", json.dumps(task, indent=2) + "\n")
     _write(path / "PROMPT.md", prompt(task, prim))
     return path
+
+
+def device_languages(device: str) -> tuple[str, tuple[str, ...]]:
+    """(backend, candidate languages) of a device Forge judges, or a ForgeArgumentError."""
+    backend, _, dev_id = device.partition(":")
+    if backend == "torch" and re.fullmatch(r"cuda:\d+", dev_id):
+        return backend, BACKEND_LANGUAGES["torch:cuda"]
+    if backend not in DEVICES or not dev_id or dev_id not in (DEVICES[backend] or (dev_id,)):
+        raise ForgeArgumentError(
+            f"forge makes tasks for the devices numpy:* (NumPy or numba candidates), torch:cpu "
+            f"(torch candidates) and torch:cuda:N (Triton candidates), named like 'numpy:cpu' or "
+            f"'torch:cuda:0'; got {device!r}: pick one of those"
+        )
+    return backend, BACKEND_LANGUAGES[backend]
+
+
+def is_gpu(task: dict) -> bool:
+    """Whether the task's device is a GPU (torch:cuda:N: Triton candidates)."""
+    return task.get("backend") == "torch" and str(task.get("device", "")).startswith("torch:cuda")
 
 
 def load_task(directory: str | os.PathLike) -> dict[str, Any]:
@@ -132,6 +147,17 @@ TORCH_FORBIDDEN = """
   set_float32_matmul_precision), `out=` into an input, in-place ops (`x.add_(...)`) on an
   input, `.half()`, `.bfloat16()`, `.to(torch.float16)` and any dtype narrower than the task's;
   plain torch ops on the inputs and on tensors you allocate are allowed"""
+
+TRITON_FORBIDDEN = """
+- Triton candidates compute in their `@triton.jit` kernels: the launcher `kernel` may only
+  allocate (torch.empty, empty_like, zeros, full), lay out (contiguous, reshape, view, permute,
+  expand) and launch; any other torch op during the call (x.amax, x + 1, x.to(...)) is a
+  finding, and so is a call that returns a non-empty result without launching a Triton kernel
+- triton.autotune (it times configs inside the first call and caches by argument), triton.testing
+  (timers), triton.compile / triton.compiler / triton.runtime / triton.knobs / triton.backends
+  (compilers, drivers, global switches such as the interpreter), tl.inline_asm_elementwise
+- everything forbidden to torch candidates below (torch.cuda included: streams and events belong to
+  the harness; launch on the current stream)"""
 
 FORBIDDEN = """\
 - starting processes or threads (subprocess, os, multiprocessing, threading, asyncio,
@@ -175,7 +201,7 @@ for operand shapes {shapes} (objective: {task["objective"]}).
 
 ## Kernel contract (docs/backends.md)
 
-{_contract(task["backend"], dtype)}
+{_contract(task, dtype)}
 A kernel takes backend buffers positionally and the canonical params as keywords, and returns
 a new buffer with exactly the shape and dtype of the abstract eval. It never mutates its
 inputs. Inputs may be non-contiguous views, broadcast (stride-0, read-only) arrays, 0-size or
@@ -185,14 +211,14 @@ the op allows, not only the task's.
 
 ## Files to produce (in this directory)
 
-- `kernel.py` defining `def kernel({sig})` returning the result.
+- `kernel.py` defining `def kernel({sig})` returning the result{_launcher(task)}.
 - `metadata.json`: `{{"author": "...", "language": one of {task["languages"]}, "op": "{op}",
   "signature": {{"dtype": "{dtype}", "device": "{task["device"]}"}}, "claims": "what is faster and why"}}`.
 - optional `tests/`.
 
 ## Forbidden (the static scan rejects these with a reason per finding)
 
-{FORBIDDEN}{TORCH_FORBIDDEN if task["backend"] == "torch" else ""}
+{FORBIDDEN}{TRITON_FORBIDDEN if is_gpu(task) else ""}{TORCH_FORBIDDEN if task["backend"] == "torch" else ""}
 
 ## How it is judged
 
@@ -205,9 +231,30 @@ machine's roofline), then `tenferro-forge promote DIR`.
 """
 
 
-def _contract(backend: str, dtype: str) -> str:
+def _launcher(task: dict) -> str:
+    if not is_gpu(task):
+        return ""
+    return (
+        " (for Triton: one or more\n  `@triton.jit` kernels, and `kernel` the plain Python launcher that "
+        "allocates the result and\n  launches them, `import triton` and `import triton.language as tl`)"
+    )
+
+
+def _contract(task: dict, dtype: str) -> str:
     """What the backend's kernels receive and return."""
-    if backend == "torch":
+    if is_gpu(task):
+        dev = task["device"].partition(":")[2]
+        return (
+            f"Backend torch (tenferro_torch), device {dev}, Triton candidates: the operands are\n"
+            f"`torch.Tensor`s on `{dev}` of dtype `torch.{dtype}` (possibly non-contiguous or expanded,\n"
+            f"stride-0 views: call `.contiguous()` in the launcher where the kernel wants rows), and\n"
+            f"the result must be a fresh, plain `torch.Tensor` on the same device of dtype\n"
+            f"`torch.{dtype}` (no storage shared with an input, no requires_grad). Launch on the current\n"
+            f"stream; the harness synchronizes every stream after each call. Without a GPU, verify\n"
+            f"runs the kernels in Triton's interpreter (TRITON_INTERPRET=1) on torch:cpu tensors, so\n"
+            f"use nothing the interpreter lacks; `bench` needs the GPU.\n"
+        )
+    if task["backend"] == "torch":
         return (
             f"Backend torch (tenferro_torch), device cpu: the operands are `torch.Tensor`s on the CPU of\n"
             f"dtype `torch.{dtype}` (possibly non-contiguous or expanded, stride-0 views), and the result\n"
@@ -236,4 +283,14 @@ def _doc_row(op: str) -> str:
     return row.strip() if row else "(no row: see the catalog's shape rule below)"
 
 
-__all__ = ["BACKEND_LANGUAGES", "DEVICES", "LANGUAGES", "load_task", "new_task", "parse_shape", "prompt"]
+__all__ = [
+    "BACKEND_LANGUAGES",
+    "DEVICES",
+    "LANGUAGES",
+    "device_languages",
+    "is_gpu",
+    "load_task",
+    "new_task",
+    "parse_shape",
+    "prompt",
+]

@@ -19,10 +19,11 @@ def _torch() -> Any:
 class TorchIO:
     """Converts the Verifier's NumPy operands to torch tensors and judges torch results."""
 
-    def __init__(self, dtype: str):
+    def __init__(self, dtype: str, device: str = "cpu"):
         torch = _torch()
-        self.torch, self.dtype = torch, getattr(torch, dtype)
-        self.memo: dict[int, tuple[np.ndarray, Any]] = {}  # id(array) -> (array kept alive, tensor)
+        self.torch, self.dtype, self.device = torch, getattr(torch, dtype), torch.device(device)
+        self.gpu = self.device.type != "cpu"
+        self.memo: dict[int, tuple[np.ndarray, Any, Any]] = {}  # id(array) -> (array, tensor, on device)
 
     def inputs(self, arrays: list[np.ndarray]) -> list[Any]:
         """One tensor per operand. A contiguous writeable array is shared (torch.from_numpy,
@@ -34,8 +35,11 @@ class TorchIO:
             if a.flags.c_contiguous and a.flags.writeable:
                 kept = self.memo.get(id(a))
                 if kept is None or kept[0] is not a:
-                    kept = self.memo[id(a)] = (a, self.torch.from_numpy(a))
-                out.append(kept[1])
+                    t = self.torch.from_numpy(a)
+                    kept = self.memo[id(a)] = (a, t, t.to(self.device) if self.gpu else t)
+                elif self.gpu:  # the same device tensor, holding the array's current values
+                    kept[2].copy_(kept[1])
+                out.append(kept[2])
             else:
                 out.append(self.strided(a))
         return out
@@ -43,17 +47,18 @@ class TorchIO:
     def strided(self, a: np.ndarray) -> Any:
         torch, item = self.torch, a.itemsize
         if a.size == 0:
-            return torch.empty(a.shape, dtype=self.dtype)
+            return torch.empty(a.shape, dtype=self.dtype, device=self.device)
         if any(s < 0 for s in a.strides):
-            return torch.from_numpy(a.copy())
+            return torch.from_numpy(a.copy()).to(self.device)
         steps = [s // item for s in a.strides]
         extent = 1 + sum((n - 1) * s for n, s in zip(a.shape, steps))
         span = np.lib.stride_tricks.as_strided(a, shape=(extent,), strides=(item,)).copy()
-        return torch.from_numpy(span).as_strided(a.shape, steps)
+        return torch.from_numpy(span).to(self.device).as_strided(a.shape, steps)
 
     def views(self, bufs: list[Any]) -> list[np.ndarray]:
-        """NumPy views of the tensors as the kernel saw them (for the unchanged-input check)."""
-        return [t.numpy() for t in bufs]
+        """NumPy views of the tensors as the kernel saw them (for the unchanged-input check;
+        copies from a GPU)."""
+        return [t.cpu().numpy() if self.gpu else t.numpy() for t in bufs]
 
     def result(self, out: Any) -> tuple[np.ndarray | None, str | None, str | None]:
         """(a NumPy view of the result, None, None), or (None, check, why) when the result
@@ -64,13 +69,16 @@ class TorchIO:
                 f"returned {type(out).__module__}.{type(out).__name__}, not a torch.Tensor "
                 f"(a subclass, lazy or deferred object)"
             )
-        if out.device.type != "cpu" or out.layout is not torch.strided:
-            return None, "contract", f"returned a tensor on {out.device} with layout {out.layout}"
+        if out.device != self.device or out.layout is not torch.strided:
+            return None, "contract", (
+                f"returned a tensor on {out.device} with layout {out.layout}, not a strided tensor on "
+                f"{self.device}"
+            )
         if out.is_neg() or out.is_conj() or out.requires_grad:
             return None, "lazy_output", "returned a tensor with a lazy neg/conj bit or requires_grad set"
         if out.dtype is not self.dtype:
             return None, "contract", f"returned {out.dtype}, the task's dtype is {self.dtype}"
-        return out.numpy(), None, None
+        return (out.detach().cpu().numpy() if self.gpu else out.numpy()), None, None
 
     @staticmethod
     def span(t: Any) -> tuple[int, int]:
@@ -100,10 +108,10 @@ class TorchIO:
         )
 
 
-def tensors(arrays: list[np.ndarray]) -> list[Any]:
-    """Contiguous tensors sharing the arrays' memory (the benchmark's inputs)."""
+def tensors(arrays: list[np.ndarray], device: str = "cpu") -> list[Any]:
+    """Contiguous tensors sharing the arrays' memory (the benchmark's inputs), or copies on a GPU."""
     torch = _torch()
-    return [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
+    return [torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in arrays]
 
 
 __all__ = ["TorchIO", "tensors"]

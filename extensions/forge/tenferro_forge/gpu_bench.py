@@ -1,0 +1,205 @@
+"""`bench` of a Triton candidate on its GPU (the child side; harness.bench hands tasks on
+torch:cuda:N here). The baseline is what the Triton executor generates for the op: the task's
+one-op function compiled with ``compile(..., backend="triton")``, lowered, and run through
+`tenferro_triton.executor.compile_graph` on the same buffers. Each call: caches flushed (a
+FLUSH_BYTES buffer larger than any L2 written just before), a CUDA event pair around the call,
+then every stream of the device synchronized; the events time the GPU work from the flush's end
+to the call's last kernel (the flush hides the host's launch cost, as triton.testing.do_bench
+does; the host time of each call is reported beside it). Under Triton's interpreter nothing is
+timed: a typed refusal comes back instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import ops
+
+FLUSH_BYTES = 256 << 20
+"""Written before every timed call: far larger than an H100's or H200's 50 MB L2."""
+
+
+def refusal(why: str) -> dict:
+    return {"ok": False, "refused": "gpu", "findings": [{"check": "gpu", "reason": why}]}
+
+
+def device_bandwidth(torch: Any, device: str, flush: Any) -> float:
+    """The device's best streaming rate in bytes/s over FLUSH_BYTES: a copy (read + write
+    counted) or a read-only sum, whichever is faster (the roofline no kernel may beat)."""
+    dst = torch.empty_like(flush)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = 0.0
+    for moved, work in (
+        (2 * flush.nbytes, lambda: dst.copy_(flush)),
+        (flush.nbytes, lambda: flush.view(torch.float32).sum()),
+    ):
+        for _ in range(5):
+            start.record()
+            work()
+            end.record()
+            torch.cuda.synchronize(device)
+            best = max(best, moved / max(start.elapsed_time(end) * 1e-3, 1e-12))
+    return best
+
+
+def baseline(rt: Any, op: str, canon: dict, arrays: list, device: str) -> Any:
+    """The Triton executor's kernel for `op` with `canon` on operands like `arrays`:
+    fn(*torch buffers, **params) -> result buffer; a RuntimeError when the executor declines."""
+    import tenferro_runtime as tr
+    from tenferro_core.catalog import BY_NAME
+    from tenferro_runtime import array_api as xp
+    from tenferro_runtime.runtime import use_runtime
+    from tenferro_triton.executor import compile_graph
+
+    prim = BY_NAME[op]
+    with use_runtime(rt):
+        args = [xp.asarray(a, device=device) for a in arrays]
+        graph = tr.compile(lambda *xs: prim.bind(*xs, **canon), backend="triton").lower(*args)
+        run = compile_graph(graph, args[0].device)
+    if run is None:
+        raise RuntimeError(f"the Triton executor declines {op} on {device} (logger tenferro_triton says why)")
+
+    def generated(*bufs: Any, **params: Any) -> Any:
+        return run(list(bufs))[0]
+
+    return generated
+
+
+def bench_gpu(args: dict) -> dict:
+    from . import triton_io
+    from .harness import CLOCK, GATE, STARTED, _import_failed, _stats, load_kernel
+
+    task = args["task"]
+    device = triton_io.prepare(task)
+    if device == "cpu":
+        return refusal(
+            "its kernels would run in Triton's interpreter in this process (torch.cuda.is_available() "
+            "is False, or TRITON_INTERPRET is set)"
+        )
+    import torch
+
+    from tenferro_runtime.runtime import Runtime
+
+    from .torch_io import tensors
+
+    op, dtype, params, nin = task["op"], task["dtype"], task["params"], task["nin"]
+    calls, warmup, sets = int(args.get("calls", 30)), int(args.get("warmup", 3)), 3
+    rt = Runtime.from_entry_points(check_kernels=False)
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+    bw = device_bandwidth(torch, device, flush)
+    prepared = []
+    for shape in [tuple(s) for s in task["shapes"]]:
+        _, canon, outs = ops.signature(op, dtype, shape, params)
+        inputs = [
+            [ops.draw(op, dtype, shape, "normal", 100 * s + i) for i in range(nin)] for s in range(sets)
+        ]
+        bufs = [tensors(arrays, device) for arrays in inputs]
+        try:
+            base = baseline(rt, op, canon, inputs[0], task["device"])
+            base(*bufs[0], **canon)  # compiled now, before any candidate code exists
+        except Exception as exc:  # noqa: BLE001
+            why = f"no baseline for shape {shape}: {type(exc).__name__}: {exc}"
+            return {"ok": False, "findings": [{"check": "baseline", "reason": why}]}
+        prepared.append((shape, canon, outs, base, inputs, bufs))
+    torch.cuda.synchronize(device)
+    try:  # imported only now: the inputs, the baseline and the timer exist before the candidate
+        kernel = load_kernel(args["dir"])
+    except BaseException as exc:  # noqa: BLE001
+        return _import_failed(exc)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    rng = np.random.default_rng(0)
+    findings, results = [], []
+    for shape, canon, outs, base, inputs, bufs in prepared:
+        times: dict[str, list[float]] = {"base": [], "cand": []}
+        host: dict[str, list[int]] = {"base": [], "cand": []}
+        last: dict[int, Any] = {}
+        threads = len(STARTED)
+        try:
+            for i in range(warmup + calls):
+                if i == warmup:  # threads Triton's first-call compile may start are not the candidate's
+                    threads = len(STARTED)
+                pair = (
+                    (("base", base), ("cand", kernel)) if i % 2 == 0 else (("cand", kernel), ("base", base))
+                )
+                for name, fn in pair:
+                    flush.zero_()
+                    start.record()
+                    t0 = CLOCK()
+                    out = fn(*bufs[i % sets], **canon)
+                    t1 = CLOCK()
+                    end.record()
+                    torch.cuda.synchronize(device)
+                    if i >= warmup:
+                        times[name].append(start.elapsed_time(end) * 1e6)
+                        host[name].append(t1 - t0)
+                    if name == "cand":
+                        last[i % sets] = out
+        except BaseException as exc:  # noqa: BLE001
+            findings.append(
+                {"check": "error", "reason": f"shape {shape}: raised {type(exc).__name__}: {exc}"}
+            )
+            continue
+        if len(STARTED) > threads:
+            findings.append(
+                {
+                    "check": "deferred_work",
+                    "reason": f"shape {shape}: the candidate started "
+                    f"threads during timed calls (work deferred past the timer)",
+                }
+            )
+        for s, out in last.items():
+            if type(out) is not torch.Tensor or out.device != flush.device:
+                findings.append(
+                    {
+                        "check": "contract",
+                        "reason": f"shape {shape}: timed calls returned "
+                        f"{type(out).__name__} on {getattr(out, 'device', '?')}, not a tensor on {device}",
+                    }
+                )
+                break
+            got = out.detach().cpu().numpy()
+            why = ops.mismatch(op, dtype, inputs[s], params, got, ops.reference(op, inputs[s], params))
+            if why:
+                findings.append({"check": "correctness", "reason": f"shape {shape}, timed calls: {why}"})
+                break
+        stats = _stats(np.array(times["base"]), np.array(times["cand"]), rng)
+        nbytes = sum(a.nbytes for a in inputs[0]) + int(np.prod(outs[0].shape)) * np.dtype(dtype).itemsize
+        floor_ns = nbytes / bw * 1e9
+        stats.update(
+            shape=list(shape),
+            bytes=nbytes,
+            roofline_floor_ns=floor_ns,
+            calls=len(times["cand"]),
+            base_host_ns=float(np.median(host["base"])),
+            cand_host_ns=float(np.median(host["cand"])),
+        )
+        if stats["cand_median_ns"] < floor_ns:
+            findings.append(
+                {
+                    "check": "roofline",
+                    "reason": (
+                        f"shape {shape}: median {stats['cand_median_ns'] / 1e3:.2f} us is below the "
+                        f"{floor_ns / 1e3:.2f} us the device's streaming rate ({bw / 1e9:.0f} GB/s) "
+                        f"allows for moving {nbytes} bytes: too fast to be true (work skipped or cached)"
+                    ),
+                }
+            )
+        results.append(stats)
+    gate = bool(results) and len(results) == len(prepared) and all(r["ci_low"] >= GATE for r in results)
+    return {
+        "ok": not findings,
+        "findings": findings,
+        "shapes": results,
+        "gate": GATE,
+        "gate_passed": gate and not findings,
+        "bandwidth": None,
+        "device_bandwidth": bw,
+        "device_name": torch.cuda.get_device_name(device),
+        "timer": "cuda events after an L2 flush, every stream synchronized after each call",
+        "flush_bytes": FLUSH_BYTES,
+        "threads": None,
+    }
+
+
+__all__ = ["FLUSH_BYTES", "baseline", "bench_gpu", "device_bandwidth", "refusal"]
