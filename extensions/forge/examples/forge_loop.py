@@ -1,5 +1,6 @@
-"""The loop both examples run: a task for `op`, the candidate's files copied in, verify, bench
-(each shape's figures printed) and promote; the promoted entry, or None when a gate failed."""
+"""The loop the examples run: a task for `op`, the candidate's files copied in, verify, bench
+(each shape's figures printed) and promote; the promoted entry, or None when a gate failed
+(`reports` receives the verify and bench reports)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 
 def promote_candidate(candidate: Path, op: str, *, device: str, shapes: list[str],
-                      params: dict | None = None) -> dict | None:
+                      params: dict | None = None, reports: dict | None = None) -> dict | None:
     from tenferro_forge import gates, registry
     from tenferro_forge.task import new_task
 
@@ -18,9 +19,11 @@ def promote_candidate(candidate: Path, op: str, *, device: str, shapes: list[str
     new_task(task, op, device=device, dtype="float32", shapes=shapes, params=params)
     for name in ("kernel.py", "metadata.json"):
         shutil.copyfile(candidate / name, task / name)
-    verified = gates.verify(task)
-    print(f"verify: {'passed' if verified.ok else verified.findings} ({verified.details['calls']} calls)")
-    benched = gates.bench(task, calls=30)
+    reports = {} if reports is None else reports
+    verified = reports["verify"] = gates.verify(task)
+    print(f"verify: {'passed' if verified.ok else verified.findings} ({verified.details['calls']} calls"
+          f"{', on ' + verified.details['ran_on'] if verified.details.get('ran_on') else ''})")
+    benched = reports["bench"] = gates.bench(task, calls=30)
     threads = benched.details.get("threads")
     for s in benched.details.get("shapes", []):
         print(f"bench {tuple(s['shape'])}{_threads(threads)}: default {s['base_median_ns'] / 1e3:.0f} us, "

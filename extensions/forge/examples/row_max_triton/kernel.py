@@ -34,7 +34,7 @@ def _chunk_max(x_ptr, part_ptr, cols, per, chunks, BLOCK: tl.constexpr):
     """part[row, chunk] = max of x[row, chunk * per : (chunk + 1) * per]."""
     row = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
-    start = chunk * per
+    start = chunk.to(tl.int64) * per
     stop = tl.minimum(start + per, cols)
     base = x_ptr + row * cols
     acc = tl.full([BLOCK], float("-inf"), x_ptr.dtype.element_ty)
