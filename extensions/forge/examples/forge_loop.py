@@ -29,6 +29,10 @@ def promote_candidate(candidate: Path, op: str, *, device: str, shapes: list[str
         print(f"bench {tuple(s['shape'])}{_threads(threads)}: default {s['base_median_ns'] / 1e3:.0f} us, "
               f"candidate {s['cand_median_ns'] / 1e3:.0f} us, speedup {s['speedup']:.2f}x "
               f"(95% CI {s['ci_low']:.2f}-{s['ci_high']:.2f})")
+        if s.get("vs_dispatch"):
+            d = s["vs_dispatch"]
+            print(f"  against the eager dispatch kernel (reported, not gated): {d['median_ns'] / 1e3:.1f} us, "
+                  f"speedup {d['speedup']:.2f}x (95% CI {d['ci_low']:.2f}-{d['ci_high']:.2f})")
     if not (verified.ok and benched.ok):
         print(f"not promoted: {benched.findings or verified.findings}")
         return None

@@ -83,6 +83,7 @@ def _gates(reports: dict, entry: dict | None) -> dict:
                 "host_launch_us": [s.get("base_host_ns", 0) / 1e3, s.get("cand_host_ns", 0) / 1e3],
                 "roofline_floor_us": s["roofline_floor_ns"] / 1e3,
                 "calls": s["calls"],
+                "vs_eager_dispatch_kernel": s.get("vs_dispatch"),  # torch's: reported, not gated
             }
             for s in b.details.get("shapes", [])
         ]

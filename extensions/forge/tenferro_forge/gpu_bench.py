@@ -5,8 +5,9 @@ one-op function compiled with ``compile(..., backend="triton")``, lowered, and r
 FLUSH_BYTES buffer larger than any L2 written just before), a CUDA event pair around the call,
 then every stream of the device synchronized; the events time the GPU work from the flush's end
 to the call's last kernel (the flush hides the host's launch cost, as triton.testing.do_bench
-does; the host time of each call is reported beside it). Under Triton's interpreter nothing is
-timed: a typed refusal comes back instead."""
+does; the host time of each call is reported beside it). The kernel eager dispatch runs now
+(torch's) is timed in the same rounds and reported (`vs_dispatch`), not gated. Under Triton's
+interpreter nothing is timed: a typed refusal comes back instead."""
 
 from __future__ import annotations
 
@@ -66,6 +67,19 @@ def baseline(rt: Any, op: str, canon: dict, arrays: list, device: str) -> Any:
     return generated
 
 
+def dispatch_kernel(rt: Any, op: str, avals: list, canon: dict, device: str) -> Any:
+    """The kernel eager dispatch runs now for the signature on the GPU (torch's, or an earlier
+    promoted one): what a promoted candidate would replace there."""
+    from tenferro_core.avals import Aval
+    from tenferro_core.catalog import BY_NAME
+    from tenferro_runtime.eager import dispatch
+    from tenferro_runtime.kernels import plain
+
+    dev = rt.device(device)
+    entry = dispatch(BY_NAME[op], tuple(Aval(a.shape, a.dtype, dev) for a in avals), canon, dev)
+    return plain(entry[0])
+
+
 def bench_gpu(args: dict) -> dict:
     from . import triton_io
     from .harness import CLOCK, GATE, STARTED, _import_failed, _stats, load_kernel
@@ -90,18 +104,20 @@ def bench_gpu(args: dict) -> dict:
     bw = device_bandwidth(torch, device, flush)
     prepared = []
     for shape in [tuple(s) for s in task["shapes"]]:
-        _, canon, outs = ops.signature(op, dtype, shape, params)
+        avals, canon, outs = ops.signature(op, dtype, shape, params)
         inputs = [
             [ops.draw(op, dtype, shape, "normal", 100 * s + i) for i in range(nin)] for s in range(sets)
         ]
         bufs = [tensors(arrays, device) for arrays in inputs]
         try:
             base = baseline(rt, op, canon, inputs[0], task["device"])
-            base(*bufs[0], **canon)  # compiled now, before any candidate code exists
+            current = dispatch_kernel(rt, op, avals, canon, task["device"])
+            for fn in (base, current):  # compiled now, before any candidate code exists
+                fn(*bufs[0], **canon)
         except Exception as exc:  # noqa: BLE001
             why = f"no baseline for shape {shape}: {type(exc).__name__}: {exc}"
             return {"ok": False, "findings": [{"check": "baseline", "reason": why}]}
-        prepared.append((shape, canon, outs, base, inputs, bufs))
+        prepared.append((shape, canon, outs, base, current, inputs, bufs))
     torch.cuda.synchronize(device)
     try:  # imported only now: the inputs, the baseline and the timer exist before the candidate
         kernel = load_kernel(args["dir"])
@@ -110,19 +126,18 @@ def bench_gpu(args: dict) -> dict:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     rng = np.random.default_rng(0)
     findings, results = [], []
-    for shape, canon, outs, base, inputs, bufs in prepared:
-        times: dict[str, list[float]] = {"base": [], "cand": []}
-        host: dict[str, list[int]] = {"base": [], "cand": []}
+    for shape, canon, outs, base, current, inputs, bufs in prepared:
+        contestants = [("base", base), ("cand", kernel), ("dispatch", current)]
+        times: dict[str, list[float]] = {name: [] for name, _ in contestants}
+        host: dict[str, list[int]] = {name: [] for name, _ in contestants}
         last: dict[int, Any] = {}
         threads = len(STARTED)
         try:
             for i in range(warmup + calls):
                 if i == warmup:  # threads Triton's first-call compile may start are not the candidate's
                     threads = len(STARTED)
-                pair = (
-                    (("base", base), ("cand", kernel)) if i % 2 == 0 else (("cand", kernel), ("base", base))
-                )
-                for name, fn in pair:
+                k = i % 3  # each round runs the three in a rotated order: drift hits all alike
+                for name, fn in contestants[k:] + contestants[:k]:
                     flush.zero_()
                     start.record()
                     t0 = CLOCK()
@@ -164,6 +179,15 @@ def bench_gpu(args: dict) -> dict:
                 findings.append({"check": "correctness", "reason": f"shape {shape}, timed calls: {why}"})
                 break
         stats = _stats(np.array(times["base"]), np.array(times["cand"]), rng)
+        versus = _stats(np.array(times["dispatch"]), np.array(times["cand"]), rng)
+        stats["vs_dispatch"] = {  # reported, not gated: eager dispatch runs a promoted kernel instead of it
+            "median_ns": versus["base_median_ns"],
+            "iqr_ns": versus["base_iqr_ns"],
+            "speedup": versus["speedup"],
+            "ci_low": versus["ci_low"],
+            "ci_high": versus["ci_high"],
+            "host_ns": float(np.median(host["dispatch"])),
+        }
         nbytes = sum(a.nbytes for a in inputs[0]) + int(np.prod(outs[0].shape)) * np.dtype(dtype).itemsize
         floor_ns = nbytes / bw * 1e9
         stats.update(
@@ -202,4 +226,4 @@ def bench_gpu(args: dict) -> dict:
     }
 
 
-__all__ = ["FLUSH_BYTES", "baseline", "bench_gpu", "device_bandwidth", "refusal"]
+__all__ = ["FLUSH_BYTES", "baseline", "bench_gpu", "device_bandwidth", "dispatch_kernel", "refusal"]
