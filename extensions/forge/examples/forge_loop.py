@@ -31,7 +31,7 @@ def promote_candidate(candidate: Path, op: str, *, device: str, shapes: list[str
               f"(95% CI {s['ci_low']:.2f}-{s['ci_high']:.2f})")
         if s.get("vs_dispatch"):
             d = s["vs_dispatch"]
-            print(f"  against the eager dispatch kernel (reported, not gated): {d['median_ns'] / 1e3:.1f} us, "
+            print(f"  vs the eager dispatch kernel (reported, not gated): {d['median_ns'] / 1e3:.1f} us, "
                   f"speedup {d['speedup']:.2f}x (95% CI {d['ci_low']:.2f}-{d['ci_high']:.2f})")
     if not (verified.ok and benched.ok):
         print(f"not promoted: {benched.findings or verified.findings}")
