@@ -4,7 +4,8 @@ that dispatch reads (docs/forge.md)."""
 
 from __future__ import annotations
 
-VERIFIER_VERSION = 1
-"""Bumped whenever the verifier gains a check (`reverify` re-runs every entry)."""
+VERIFIER_VERSION = 2
+"""Bumped whenever the verifier gains a check (`reverify` re-runs every entry); 2: Triton
+candidates (launch count, torch ops in the launcher, GPU tensors)."""
 
 __all__ = ["VERIFIER_VERSION"]

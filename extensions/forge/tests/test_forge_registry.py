@@ -16,8 +16,8 @@ import pytest
 
 import tenferro_runtime as tr
 from forge_helpers import FIXTURES, make_task
+from tenferro_forge import VERIFIER_VERSION, registry
 from tenferro_forge import plugin as forge_plugin
-from tenferro_forge import registry
 from tenferro_forge.errors import PromotionError, RegistryError
 from tenferro_forge.gates import Report
 from tenferro_numpy import plugin as numpy_plugin
@@ -58,7 +58,7 @@ def test_round_trip_promote_dispatch_revoke(promoted, monkeypatch, example_gates
     assert record["id"] == kid and record["source_hash"] == promoted["source_hash"]
     entry = registry.show(kid)
     assert entry["evidence"] == "microbenchmark" and entry["statistics"][0]["ci_low"] >= 1.10
-    assert entry["versions"]["numpy"] == np.__version__ and entry["verifier_version"] == 1
+    assert entry["versions"]["numpy"] == np.__version__ and entry["verifier_version"] == VERIFIER_VERSION
     assert (registry.root() / entry["source"]).read_bytes() == (d / "kernel.py").read_bytes()
 
     rt = _runtime()
@@ -216,11 +216,12 @@ def test_promotion_refused_without_both_gates(tmp_path, example_gates):
 def test_reverify_keeps_good_entries_and_revokes_failing_ones(promoted, monkeypatch):
     import tenferro_forge
 
-    monkeypatch.setattr(tenferro_forge.registry, "VERIFIER_VERSION", 2)  # the verifier gained a check
+    newer = VERIFIER_VERSION + 1
+    monkeypatch.setattr(tenferro_forge.registry, "VERIFIER_VERSION", newer)  # the verifier gained a check
     [(kid, report)] = registry.reverify()
     assert kid == promoted["id"] and report.ok
     entry = registry.show(kid)
-    assert entry["verifier_version"] == 2 and entry["entry_hash"] == registry.entry_hash(entry)
+    assert entry["verifier_version"] == newer and entry["entry_hash"] == registry.entry_hash(entry)
     assert any(f"{kid} serves" in n for n in _notes(_runtime()))  # still loads: hash recomputed
     src = registry.root() / promoted["source"]
     src.write_text((FIXTURES / "partial_computation" / "kernel.py").read_text())
