@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 
 HERE = Path(__file__).parent
-SHAPES = ["8x262144", "32x65536"]
+SHAPES = ["8x262144", "16x131072"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Row maxima over the trailing axes of a few long rows (8 x 262144, 32 x 65536) on a GPU,
+"""Row maxima over the trailing axes of a few long rows (8 x 262144, 16 x 131072) on a GPU,
 split across the whole device instead of one program per row.
 
 The Triton executor's generated row kernel (tenferro_triton.rows) gives each program whole
