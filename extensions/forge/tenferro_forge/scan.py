@@ -255,10 +255,23 @@ def scan(
             find(node, "generators or coroutines: work deferred past the call")
         elif isinstance(node, ast.Global) and any(n in modules for n in node.names):
             find(node, "rebinds a module name (global)")
-    if triton and not any(
-        isinstance(n, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in n.decorator_list)
+    jitted = [
+        n
         for n in tree.body
-    ):
+        if isinstance(n, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in n.decorator_list)
+    ]
+    others = {  # module names a kernel body may not reach: only the interpreter would run them
+        (a.asname or a.name).split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    } - triton_names - {"math"}
+    for fn in jitted if triton else []:
+        for sub in ast.walk(fn):
+            if isinstance(sub, ast.Name) and sub.id in others:
+                find(sub, f"{sub.id} inside @triton.jit {fn.name}: a kernel computes with triton.language "
+                     f"only (other modules run only in the interpreter)")
+    if triton and not jitted:
         why = "a Triton candidate defines no top-level @triton.jit kernel"
         out.append({"check": "scan", "line": 0, "reason": why})
     if not any(isinstance(n, ast.FunctionDef) and n.name == "kernel" for n in tree.body):

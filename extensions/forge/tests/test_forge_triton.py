@@ -114,6 +114,15 @@ def test_the_scan_names_triton_escapes(line, reason):
     assert any(reason in h for h in hits), hits
 
 
+def test_the_scan_keeps_other_modules_out_of_jit_kernels():
+    src = (EXAMPLE / "kernel.py").read_text().replace(
+        "    nan = tl.max((acc != acc).to(tl.int32), 0)", "    nan = torch.isnan(acc).any()"
+    )
+    hits = [f["reason"] for f in scan(src, language="triton", allowed_extra=("torch", "triton"))]
+    assert hits == ["torch inside @triton.jit _max_nan: a kernel computes with triton.language only "
+                    "(other modules run only in the interpreter)"]
+
+
 def test_the_scan_accepts_the_example_and_wants_a_jit_kernel():
     src = (EXAMPLE / "kernel.py").read_text()
     assert scan(src, language="triton", allowed_extra=("torch", "triton")) == []
