@@ -2,11 +2,12 @@
 with its reason, `bench` refused with a typed error where no GPU runs the kernels, and a
 promoted torch:cuda entry never chosen on torch:cpu.
 
-Triton is never imported in this process: every candidate runs in Forge's child process,
-which sets TRITON_INTERPRET=1 itself (before importing triton) when it finds no GPU, so these
-tests do not depend on which test folder imported triton first. Here the variable is set for
-the children unless TENFERRO_TRITON_REAL=1 (what `make gpu-check` sets, as in the triton
-plugin's tests), where they verify on the GPU."""
+Every candidate runs in Forge's child process, which sets TRITON_INTERPRET=1 itself (before
+importing triton) when it finds no GPU. Here the variable is set for each test (the children
+inherit it) unless TENFERRO_TRITON_REAL=1 (what `make gpu-check` sets, as in the triton
+plugin's tests), where they verify on the GPU. Only the baseline test runs Triton in this
+process: triton reads TRITON_INTERPRET when a kernel is defined, not when it is imported, so
+it does not matter which test folder imported triton first."""
 
 from __future__ import annotations
 
@@ -171,3 +172,28 @@ def test_a_promoted_torch_cuda_entry_is_chosen_on_its_gpu_only_never_on_torch_cp
         assert chooser.choose_kernel(SimpleNamespace(name=name), (aval,), out, params) == want
     small = Aval((8, 1024), float32)
     assert chooser.choose_kernel(SimpleNamespace(name="torch:cuda:0"), (small,), out, params) is None
+
+
+def test_the_bench_baseline_is_the_triton_executors_generated_kernel(caplog):
+    """gpu_bench's baseline (and the dispatch kernel it reports beside it), built here on
+    torch:cpu under the interpreter (on torch:cuda:0 with TENFERRO_TRITON_REAL=1)."""
+    import logging
+
+    import torch
+
+    from tenferro_forge.gpu_bench import baseline, dispatch_kernel
+    from tenferro_forge.ops import signature
+    from tenferro_runtime.runtime import Runtime
+
+    device = "torch:cuda:0" if REAL else "torch:cpu"
+    caplog.set_level(logging.DEBUG, logger="tenferro_triton")
+    x = np.random.default_rng(1).standard_normal((8, 300)).astype(np.float32)
+    x[2, 7] = np.nan
+    avals, canon, _ = signature("reduce_max", "float32", x.shape, {"axes": [1]})
+    rt = Runtime.from_entry_points(check_kernels=False)
+    generated = baseline(rt, "reduce_max", canon, [x], device)
+    current = dispatch_kernel(rt, "reduce_max", avals, canon, device)
+    buf = torch.from_numpy(x).to(device.partition(":")[2])
+    for fn in (generated, current):
+        np.testing.assert_array_equal(fn(buf, **canon).cpu().numpy(), x.max(axis=1))
+    assert "1 generated kernel(s), 0 fallback(s)" in caplog.text
