@@ -156,8 +156,11 @@ TRITON_FORBIDDEN = """
 - triton.autotune (it times configs inside the first call and caches by argument), triton.testing
   (timers), triton.compile / triton.compiler / triton.runtime / triton.knobs / triton.backends
   (compilers, drivers, global switches such as the interpreter), tl.inline_asm_elementwise
+- inside a `@triton.jit` kernel, any module but triton / triton.language (torch, numpy: only the
+  interpreter would run them)
 - everything forbidden to torch candidates below (torch.cuda included: streams and events belong to
-  the harness; launch on the current stream)"""
+  the harness; launch on the current stream), except that torch computing on the inputs is not
+  allowed here"""
 
 FORBIDDEN = """\
 - starting processes or threads (subprocess, os, multiprocessing, threading, asyncio,
@@ -224,11 +227,21 @@ the op allows, not only the task's.
 
 `tenferro-forge verify DIR` (files, scan, correctness on several seeds and distributions,
 edge shapes, strides, IEEE specials, input immutability, fresh outputs, poisoned memory,
-caching probes), then `tenferro-forge bench DIR` (a separate process times the current
-dispatch kernel and yours interleaved, at least 30 calls per shape; the bootstrap 95%
+caching probes), then `tenferro-forge bench DIR` (a separate process times {_baseline(task)}
+and yours interleaved, at least 30 calls per shape; the bootstrap 95%
 interval of the speedup must have its lower bound at or above 1.10x on every shape, below the
 machine's roofline), then `tenferro-forge promote DIR`.
 """
+
+
+def _baseline(task: dict) -> str:
+    if is_gpu(task):
+        return (
+            "the Triton executor's generated kernel\nfor the op (compile(..., backend=\"triton\")) on the "
+            "GPU, an L2 flush before every call, CUDA events\naround it and every stream synchronized after "
+            "it,"
+        )
+    return "the current\ndispatch kernel"
 
 
 def _launcher(task: dict) -> str:
