@@ -106,18 +106,21 @@ class TorchBackend:
                    params: dict | None = None) -> Any:
         """The real torch kernel for this signature in place of the lazy stub (kernels other
         plugins registered for this backend are returned as they are); a `fused` group's
-        code is generated here, once per group (fusion.py)."""
-        if name == "fused" and getattr(kernel, "torch_primitive", None) == name and params:
-            _torch()
-            from .fusion import specialized
-
-            return specialized(params["graph"])
+        code is generated here, once per group (fusion.py). On the CPU a small product, a
+        small MKL VML function or a small group holding one runs on one intra-op thread
+        (threads.py)."""
         if getattr(kernel, "torch_primitive", None) != name:
             return kernel
         _torch()  # imported with this backend's settings
+        from .threads import sized
+
+        if name == "fused" and params:
+            from .fusion import specialized
+
+            return sized(specialized(params["graph"]), name, in_avals, out_avals, params)
         from .ops import specialize
 
-        return specialize(name, in_avals, out_avals)
+        return sized(specialize(name, in_avals, out_avals), name, in_avals, out_avals, params)
 
     def set_threads(self, n: int) -> None:
         """Use at most `n` threads in torch's intra-op pool (OpenMP, MKL, oneDNN):

@@ -1,0 +1,99 @@
+"""Small BLAS products and small MKL VML functions on one thread of torch's intra-op pool.
+
+MKL splits even a tiny product (an (8, 64) by (64, 64) attention score) over every intra-op
+thread, and tenferro imports torch with a short OpenMP spin (`backend.OMP_SPIN_COUNT`), so
+between two products separated by some Python the workers sleep and each product pays a
+futex wake-up of tens of microseconds. SmolLM2's decode step on torch:cpu makes ~210
+products a token, most of them small: 25 ms of a token's 40 went to that on the 2-core VM
+(a shape-alike model with tiny matrices: 25 ms a token on two threads, 14.5 on one). Here a
+small product (fewer than `SMALL_PRODUCT` multiply-adds reading under `SMALL_OPERANDS`)
+runs with the pool at one thread, set back right after (`torch.set_num_threads` costs
+~0.1 us and only sizes the next parallel region); a matrix-vector product that streams a
+large weight still runs on every thread, where the bandwidth pays for the wake-up.
+
+torch's exp, log, sqrt, tanh, sin, cos, tan, asin, acos, atan and trunc on the CPU call MKL's
+VML, which threads a call of 576 elements too: ~47 us a call after a pause against ~7 us for
+torch's own loops (sigmoid, expm1, add), 250 us next to a busy process. Up to
+`SMALL_ELEMENTS` results (one thread was faster up to 131,072 elements of exp and tanh with
+another process busy, within 20 us on an idle machine) they run on one thread, and so does a
+`fused` group that holds one of them.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+SMALL_PRODUCT = 1 << 24
+"""Multiply-adds (the whole call's) below which a product runs on one thread."""
+
+SMALL_OPERANDS = 1 << 20
+"""...unless its operands are this many bytes or more (bound by memory, not multiply-adds)."""
+
+
+SMALL_ELEMENTS = 1 << 17
+"""Results up to this many elements of a VML function run on one thread."""
+
+VML = frozenset(("exp", "log", "sqrt", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "trunc"))
+"""tenferro primitives whose torch CPU kernels are MKL VML calls (measured: ~47 us a call
+of 576 elements after a pause on two threads, where torch's own loops take ~7 us)."""
+
+
+def product_size(name: str, in_avals: tuple, out_avals: tuple, params: dict) -> tuple[int, int]:
+    """(multiply-adds, operand bytes) of a dot_general or conv_general call."""
+    lhs, rhs = in_avals[0].shape, in_avals[1].shape
+    if name == "dot_general":
+        per = math.prod(lhs[i] for i in params["contracting_dims"][0])
+    else:
+        per = math.prod(rhs[1:])
+    nbytes = sum(math.prod(a.shape) * a.dtype.itemsize for a in in_avals[:2])
+    return math.prod(out_avals[0].shape) * per, nbytes
+
+
+def _on_cpu(in_avals: tuple, out_avals: tuple) -> bool:
+    avals = in_avals or out_avals
+    device = getattr(avals[0], "device", None) if avals else None
+    return device is None or str(device).endswith(":cpu")
+
+
+def _small(name: str, in_avals: tuple, out_avals: tuple, params: dict | None) -> bool:
+    """Whether this call runs faster on one thread (see the module docstring)."""
+    if name in ("dot_general", "conv_general"):
+        if params is None or len(in_avals) < 2:
+            return False
+        macs, nbytes = product_size(name, in_avals, out_avals, params)
+        return macs < SMALL_PRODUCT and nbytes < SMALL_OPERANDS
+    if name == "fused":
+        graph = (params or {}).get("graph")
+        if graph is None or not any(n.prim.name in VML for n in graph.nodes):
+            return False
+        values = [*graph.inputs, *(v for n in graph.nodes for v in n.outputs)]
+        return max(math.prod(v.aval.shape) for v in values) <= SMALL_ELEMENTS
+    return name in VML and bool(out_avals) and math.prod(out_avals[0].shape) <= SMALL_ELEMENTS
+
+
+def sized(kernel: Any, name: str, in_avals: tuple, out_avals: tuple, params: dict | None) -> Any:
+    """`kernel` run with torch's intra-op pool at one thread when the call is small and on the
+    CPU (a BLAS product, a VML function, a fused group holding one), else `kernel` itself."""
+    if not _on_cpu(in_avals, out_avals) or not _small(name, in_avals, out_avals, params):
+        return kernel
+    torch = sys.modules["torch"]
+    get, set_ = torch.get_num_threads, torch.set_num_threads
+
+    def one_thread(*args: Any, **kwargs: Any) -> Any:
+        n = get()
+        if n == 1:
+            return kernel(*args, **kwargs)
+        set_(1)
+        try:
+            return kernel(*args, **kwargs)
+        finally:
+            set_(n)
+
+    one_thread.__name__ = f"{getattr(kernel, '__name__', name)}_one_thread"
+    one_thread.one_thread_of = kernel  # a fused group takes the kernel itself (fusion.py)
+    return one_thread
+
+
+__all__ = ["SMALL_ELEMENTS", "SMALL_OPERANDS", "SMALL_PRODUCT", "VML", "product_size", "sized"]
