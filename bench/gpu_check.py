@@ -3,8 +3,9 @@
 On a machine with a CUDA device (and a CUDA build of torch in the environment) it runs
 
 1. the torch:cuda tests (backend_plugins/torch/tests/test_cuda.py and the conformance kit on
-   torch:cuda:0) and the Triton tests compiled for the GPU (TENFERRO_TRITON_REAL=1, see
-   backend_plugins/triton/tests/conftest.py), side by side, each under a time budget;
+   torch:cuda:0), the Triton tests compiled for the GPU (TENFERRO_TRITON_REAL=1, see
+   backend_plugins/triton/tests/conftest.py) and tenferro-forge's Triton-candidate tests on
+   the GPU, side by side, each under a time budget;
 2. the GPU benchmarks, `gpu_benchmarks()` of bench/codegen.py (alone, after the tests);
 
 and writes build/gpu-check/report.md (tables, the issue's GPU goals with pass/fail per row)
@@ -37,6 +38,7 @@ ROW_LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 TORCH_TESTS = ["backend_plugins/torch/tests/test_cuda.py",
                "backend_plugins/torch/tests/test_torch_conformance.py::TestTorchCudaConformance"]
 TRITON_TESTS = ["backend_plugins/triton/tests"]
+FORGE_TESTS = ["extensions/forge/tests/test_forge_triton.py"]
 
 
 # ---- is there a GPU to check? ---------------------------------------------------------------
@@ -151,13 +153,14 @@ def pytest_status(run: dict[str, Any], counts: dict[str, Any] | None) -> str:
 
 
 def run_checks(out: Path, test_budget: float, bench_budget: float, jobs: int) -> dict[str, Any]:
-    """The two test parts side by side, then the benchmarks alone: the report's "tests" and
+    """The test parts side by side, then the benchmarks alone: the report's "tests" and
     "bench" entries."""
     py = sys.executable
     env = {"HYPOTHESIS_PROFILE": "dev", "TENFERRO_CHECK_KERNELS": "1"}
     xdist = ["-n", str(jobs)] if jobs > 1 else []
     specs = [("torch:cuda tests", TORCH_TESTS, {}),
-             ("Triton tests on the GPU", TRITON_TESTS, {"TENFERRO_TRITON_REAL": "1"})]
+             ("Triton tests on the GPU", TRITON_TESTS, {"TENFERRO_TRITON_REAL": "1"}),
+             ("Forge Triton tests on the GPU", FORGE_TESTS, {"TENFERRO_TRITON_REAL": "1"})]
     parts = []
     for i, (name, paths, extra) in enumerate(specs):
         junit = out / f"tests-{i}.xml"

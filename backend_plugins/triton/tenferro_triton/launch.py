@@ -11,11 +11,14 @@ launch hook is set (profilers), every call goes through `JITFunction.run`.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from .cache import interpreted
+
+log = logging.getLogger("tenferro_triton")
 
 
 def specialization(arg: Any) -> Any:
@@ -66,9 +69,14 @@ class Launcher:
             if hit is not None and dev.index == _cuda().cuda.current_device():
                 run, function, packed = hit
                 g0, g1, g2 = self.grid
-                run(g0, g1, g2, _cuda()._C._cuda_getCurrentRawStream(dev.index), function, packed,
-                    None, None, None, *args, *self._tail)
-                return
+                try:
+                    run(g0, g1, g2, _cuda()._C._cuda_getCurrentRawStream(dev.index), function, packed,
+                        None, None, None, *args, *self._tail)
+                    return
+                except (TypeError, ValueError) as e:  # a launcher of another calling convention:
+                    log.warning("direct launch of %s failed (%s); launching through JITFunction.run",
+                                getattr(self.fn, "__name__", self.fn), e)  # checked before launching
+                    self._direct, key = False, None
         self._slow(key, args)
 
     def _slow(self, key: tuple | None, args: tuple) -> None:

@@ -159,3 +159,18 @@ def test_interpreter_and_launch_hooks_keep_the_slow_path(cuda, monkeypatch):
     run(FakeTensor(0x1000))
     run(FakeTensor(0x1000))
     assert len(hooked.slow) == 2 and hooked.direct == []
+
+
+def test_a_launcher_that_refuses_the_arguments_falls_back_to_jit_run(cuda, caplog):
+    fn = FakeJit(["x"])
+
+    def refuse(*a):
+        raise TypeError("function takes 11 positional arguments")
+
+    run = Launcher(fn, (1,))
+    run(FakeTensor(0x1000))
+    key = next(iter(run._compiled))
+    run._compiled[key] = (refuse, "fn", "meta")
+    run(FakeTensor(0x1000))
+    run(FakeTensor(0x1000))
+    assert len(fn.slow) == 3 and "direct launch" in caplog.text
