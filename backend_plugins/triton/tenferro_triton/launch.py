@@ -83,7 +83,7 @@ class Launcher:
         """Launches through `JITFunction.run`, on the CUDA device of the arguments (Triton
         launches on the current one), and keeps the compiled kernel's launcher under `key`."""
         dev = next((a.device for a in args if hasattr(a, "device")), None)
-        if dev is None or dev.type != "cuda":
+        if dev is None or dev.type != "cuda" or (key is None and dev.index == _cuda().cuda.current_device()):
             self.fn[self.grid](*args, **self.constexprs, **self.options)
             return
         with self._lock, _cuda().cuda.device(dev):

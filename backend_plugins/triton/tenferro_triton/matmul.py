@@ -118,17 +118,23 @@ def dot_kernel(in_avals: tuple, out_aval: Any, contracting_dims: tuple, batch_di
 
             key = tune_key(OP, dtype_name, target_name(x.device), {"B": b, "M": m, "N": n, "K": k})
             config = tuned.launch(key, grid_of, args, meta)
-            kw = {**meta, **config.all_kwargs()}
-            names = set(tuned.fn.arg_names)
-            state["launch"] = Launcher(tuned.fn, grid_of(config.kwargs),
-                                       {k: v for k, v in kw.items() if k in names},
-                                       **{k: v for k, v in kw.items() if k not in names})
+            state["launch"] = _launcher(tuned.fn, config, meta, k, grid_of(config.kwargs))
             state["grid"] = grid_of(config.kwargs)
         else:
             state["launch"](*args)
         return out.view(out_shape)
 
     return run
+
+
+def _launcher(fn: Any, config: Any, meta: dict, k: int, grid: tuple) -> Launcher:
+    """The tuned `config`'s launch of the kernel under its EVEN_K heuristic (`fn.fn`, with
+    EVEN_K computed here once: the launcher then calls the compiled kernel directly)."""
+    kw = {**meta, **config.all_kwargs(), "EVEN_K": k % config.kwargs["BLOCK_K"] == 0}
+    jit = getattr(fn, "fn", fn)
+    names = set(jit.arg_names)
+    return Launcher(jit, grid, {n: v for n, v in kw.items() if n in names},
+                    **{n: v for n, v in kw.items() if n not in names})
 
 
 def _fits(t: Any) -> bool:

@@ -48,9 +48,11 @@ interpreter takes 16x more (fewer, larger NumPy steps)."""
 LIVE_ELEMS = 1 << 17
 """Column elements of all its values a one-pass program may hold (registers): a group of
 many values (layer norm's backward) loops over chunks from shorter rows on."""
-FEW_LONG_ROWS = (4, 1 << 16)
+FEW_LONG_ROWS = (128, 1 << 15)
 """Fewer rows than [0] of more columns than [1] are left to torch, whose reductions spread
-a row over many programs (one program per row would run alone)."""
+a row over many programs: one program per row leaves most of a GPU's SMs idle. H100, max over
+the rows, float32: 8 x 262144 took 62 us generated, 14 us in torch; 16 x 131072 35 vs 14;
+128 x 32768 16 vs 17.5 (kept); docs/performance.md, "GPU check"."""
 
 
 # ---- groups ----------------------------------------------------------------------------

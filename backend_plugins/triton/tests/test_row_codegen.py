@@ -391,3 +391,15 @@ def test_groups_are_convex_and_disjoint():
         assert all(g == sorted(g) and _convex(graph, g) for g in groups)
         fuse_groups(graph, groups)  # raises on a cycle between groups
     _compare(detour, [a], ["contiguous"], "float64")
+
+
+@pytest.mark.parametrize("shape, generated", [
+    ((8, 1 << 16), False), ((127, (1 << 15) + 1), False),  # few long rows: torch's reduction
+    ((128, (1 << 15) + 1), True), ((127, 1 << 15), True), ((4, 64), True),
+])
+def test_few_long_rows_are_left_to_torch(caplog, shape, generated):
+    caplog.set_level(logging.DEBUG, logger="tenferro_triton")
+    x = xp.zeros(shape, dtype=xp.float32, device=DEV)
+    graph = tr.compile(lambda x: xp.max(x, axis=-1)).lower(x)
+    assert bool(rows.find_groups(graph)) == generated
+    assert ("torch splits long rows" in caplog.text) != generated

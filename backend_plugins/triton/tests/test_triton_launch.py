@@ -174,3 +174,17 @@ def test_a_launcher_that_refuses_the_arguments_falls_back_to_jit_run(cuda, caplo
     run(FakeTensor(0x1000))
     run(FakeTensor(0x1000))
     assert len(fn.slow) == 3 and "direct launch" in caplog.text
+
+
+def test_the_matmul_kernel_launches_directly_on_a_gpu(monkeypatch):
+    """Its constexprs (EVEN_K from its heuristic included) are the jit function's last
+    parameters, so on a GPU every call after the first skips JITFunction.run."""
+    from tenferro_triton import matmul
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    tuned = matmul._tuned()
+    config = tuned.configs[0]
+    meta = {"ACC_F64": False, "PRECISION": "ieee", "UPCAST": False}
+    run = matmul._launcher(tuned.fn, config, meta, 64, (4, 1))
+    assert run._direct and run.constexprs["EVEN_K"] == (64 % config.kwargs["BLOCK_K"] == 0)
+    assert set(run.options) <= {"num_warps", "num_stages", "num_ctas", "maxnreg"}
