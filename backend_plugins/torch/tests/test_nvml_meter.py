@@ -67,7 +67,7 @@ def fake(monkeypatch):
     nvml = stub_nvml(clock)
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     monkeypatch.setattr(telemetry, "_nvml_handle", lambda nv, i: nv.nvmlDeviceGetHandleByIndex(i))
-    return NvmlMeter(clock=clock), clock, nvml
+    return NvmlMeter(clock=clock, min_query_interval=0.0), clock, nvml
 
 
 def test_is_a_meter_that_covers_torch_cuda_only():
@@ -115,7 +115,7 @@ def test_gpu_without_counter_integrates_power(fake, monkeypatch):
     _, clock, _ = fake
     nvml = stub_nvml(clock, counter=False)
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
-    meter = NvmlMeter(clock=clock)
+    meter = NvmlMeter(clock=clock, min_query_interval=0.0)
     assert meter.probe().domains == ("gpu0: power x time",)
     prev = checked(meter, GPU, None)
     assert prev.source == "power x time"
@@ -197,3 +197,33 @@ def test_estimates_of_cuda_devices_pick_the_gpus_profile(monkeypatch):
             return "torch:cuda:1"
 
     assert EstimateMeter().profile(Dev()).name == "nvidia-h100"
+
+
+@pytest.mark.parametrize("counter", [True, False])
+def test_nvml_is_queried_at_most_every_min_query_interval(monkeypatch, counter):
+    """Reads every 10 ms (a decode step's) query NVML at most every 50 ms; the readings in
+    between extend the last one with the last power seen, rise, are labelled approximate
+    and stay within one counter update of the truth."""
+    clock = Clock()
+    nvml = stub_nvml(clock, counter=counter)
+    calls = []
+    for name in ("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetPowerUsage"):
+        fn = getattr(nvml, name)
+        monkeypatch.setattr(nvml, name, lambda *a, fn=fn: (calls.append(clock.t), fn(*a))[1])
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr(telemetry, "_nvml_handle", lambda nv, i: nv.nvmlDeviceGetHandleByIndex(i))
+    meter = NvmlMeter(clock=clock)
+    clock.t += 0.005
+    prev = checked(meter, GPU, None)
+    start = len(calls)
+    extended = 0
+    for _ in range(100):  # one second
+        clock.t += 0.01
+        r = checked(meter, GPU, prev)
+        assert r.joules >= prev.joules
+        extended += "at most every 50 ms" in r.note
+        prev = r
+    queries = sorted(set(calls[start:]))
+    assert len(queries) <= 21 and all(b - a >= 0.05 - 1e-9 for a, b in zip(queries, queries[1:]))
+    assert extended >= 75
+    assert prev.joules == pytest.approx(WATTS * 1.0, abs=WATTS * 0.1 + 1e-9)
