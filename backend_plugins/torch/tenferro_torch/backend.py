@@ -120,7 +120,7 @@ class TorchBackend:
             return sized(specialized(params["graph"]), name, in_avals, out_avals, params)
         from .ops import specialize
 
-        return sized(specialize(name, in_avals, out_avals), name, in_avals, out_avals, params)
+        return sized(specialize(name, in_avals, out_avals, params), name, in_avals, out_avals, params)
 
     def set_threads(self, n: int) -> None:
         """Use at most `n` threads in torch's intra-op pool (OpenMP, MKL, oneDNN):

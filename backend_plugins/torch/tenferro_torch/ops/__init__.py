@@ -16,13 +16,16 @@ from . import elementwise, reductions, structural, unsigned
 KERNELS: dict[str, Any] = {**elementwise.KERNELS, **structural.KERNELS, **reductions.KERNELS}
 
 
-def specialize(name: str, in_avals: tuple, out_avals: tuple) -> Any:
+def specialize(name: str, in_avals: tuple, out_avals: tuple, params: dict | None = None) -> Any:
     """The kernel for one signature: the unsigned emulation where an operand or result is
-    uint16/32/64, else the by-kind implementation for the first operand's kind."""
+    uint16/32/64, else the by-kind implementation for the first operand's kind; a
+    dot_general's index work done once for its shapes (`reductions.dot_kernel`)."""
     if name in unsigned.KERNELS and (unsigned.involved(in_avals) or unsigned.involved(out_avals)):
         return unsigned.KERNELS[name]
     if name == "select":
         return elementwise.select_kernel(in_avals)
+    if name == "dot_general" and params is not None and len(in_avals) == 2:
+        return reductions.dot_kernel(in_avals, params)
     kernel = KERNELS[name]
     table = getattr(kernel, "by_kind", None)
     if table is not None and in_avals:

@@ -95,6 +95,47 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
     return out.reshape(bshape + m + n)
 
 
+def dot_kernel(in_avals: tuple, params: dict):
+    """`_dot_general` for one signature with its index work done once: the permutations and
+    reshapes that are no-ops for these shapes are dropped (x @ W.T is one matmul on a
+    transposed view), the rest are precomputed. Same torch calls on the same views as
+    `_dot_general`, so the same bits; integer operands on CUDA keep `_dot_general`."""
+    (lc, rc), (lb, rb) = params["contracting_dims"], params["batch_dims"]
+    lhs, rhs = in_avals[0], in_avals[1]
+    dev = lhs.device
+    if not (lhs.dtype.kind in "fc" or dev is None or str(dev).endswith(":cpu")):
+        return _dot_general
+    ls, rs = lhs.shape, rhs.shape
+    if not lb and lc == (len(ls) - 1,) and rc == (0,) and len(ls) in (1, 2) and len(rs) in (1, 2):
+        return _matmul
+    lf = [i for i in range(len(ls)) if i not in lc and i not in lb]
+    rf = [i for i in range(len(rs)) if i not in rc and i not in rb]
+    bshape = [ls[i] for i in lb]
+    m, n = [ls[i] for i in lf], [rs[i] for i in rf]
+    k = math.prod([ls[i] for i in lc])
+    lead = [math.prod(bshape)] if lb else []
+    a_perm, b_perm = list(lb) + lf + list(lc), list(rb) + list(rc) + rf
+    a_shape = tuple(lead + [math.prod(m), k])
+    b_shape = tuple(lead + [k, math.prod(n)])
+    out_shape = tuple(bshape + m + n)
+    a_id, b_id = a_perm == list(range(len(ls))), b_perm == list(range(len(rs)))
+    a_same = tuple(ls[i] for i in a_perm) == a_shape
+    b_same = tuple(rs[i] for i in b_perm) == b_shape
+    out_same = tuple(lead + [math.prod(m), math.prod(n)]) == out_shape
+
+    def kernel(x, y, **_):
+        a = x if a_id else x.permute(a_perm)
+        b = y if b_id else y.permute(b_perm)
+        out = torch.matmul(a if a_same else a.reshape(a_shape), b if b_same else b.reshape(b_shape))
+        return out if out_same else out.reshape(out_shape)
+
+    return kernel
+
+
+def _matmul(x, y, **_):
+    return torch.matmul(x, y)
+
+
 def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                   feature_group_count, layout="channels_first"):
     """channels_last: lhs (N, *spatial, C) is viewed as (N, C, *spatial) with channels-last
