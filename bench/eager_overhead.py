@@ -75,7 +75,17 @@ def threads_setting() -> str:
 
     rt = default_runtime()
     rt.apply_threads()
-    return f"threads {rt.threads} ({rt.threads_source})"
+    return f"threads {rt.threads} ({rt.threads_source}), {omp_spin()}"
+
+
+def omp_spin() -> str:
+    """torch's OpenMP idle spin in this process: a benchmark imports torch itself, before
+    tenferro's torch backend would set its short spin (tenferro_torch.backend.OMP_SPIN_COUNT),
+    so libgomp's default applies unless GOMP_SPINCOUNT is set; it moves torch:cpu figures."""
+    import os
+
+    spin = os.environ.get("GOMP_SPINCOUNT")
+    return f"GOMP_SPINCOUNT={spin}" if spin else "libgomp's default spin (GOMP_SPINCOUNT unset)"
 
 
 def main() -> None:
