@@ -82,7 +82,7 @@ def dispatch_kernel(rt: Any, op: str, avals: list, canon: dict, device: str) -> 
 
 def bench_gpu(args: dict) -> dict:
     from . import triton_io
-    from .harness import CLOCK, GATE, STARTED, _import_failed, _stats, load_kernel
+    from .harness import CLOCK, GATE, STARTED, _import_failed, _stats, deferred_work, load_kernel, timed_error
 
     task = args["task"]
     device = triton_io.prepare(task)
@@ -151,18 +151,10 @@ def bench_gpu(args: dict) -> dict:
                     if name == "cand":
                         last[i % sets] = out
         except BaseException as exc:  # noqa: BLE001
-            findings.append(
-                {"check": "error", "reason": f"shape {shape}: raised {type(exc).__name__}: {exc}"}
-            )
+            findings.append(timed_error(shape, exc))
             continue
         if len(STARTED) > threads:
-            findings.append(
-                {
-                    "check": "deferred_work",
-                    "reason": f"shape {shape}: the candidate started "
-                    f"threads during timed calls (work deferred past the timer)",
-                }
-            )
+            findings.append(deferred_work(shape))
         for s, out in last.items():
             if type(out) is not torch.Tensor or out.device != flush.device:
                 findings.append(

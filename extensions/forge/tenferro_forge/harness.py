@@ -427,18 +427,10 @@ def bench(args: dict) -> dict:
                     if name == "cand":
                         last[i % sets] = out
         except BaseException as exc:  # noqa: BLE001
-            findings.append(
-                {"check": "error", "reason": f"shape {shape}: raised {type(exc).__name__}: {exc}"}
-            )
+            findings.append(timed_error(shape, exc))
             continue
         if len(STARTED) > threads:
-            findings.append(
-                {
-                    "check": "deferred_work",
-                    "reason": f"shape {shape}: the candidate "
-                    f"started threads during timed calls (work deferred past the timer)",
-                }
-            )
+            findings.append(deferred_work(shape))
         if torch and torch.get_num_threads() != pinned:
             findings.append(
                 {
@@ -502,6 +494,17 @@ DRIFT_FLOOR = 0.04
 """The least relative run-to-run drift allowed for: eight processes benchmarking the same
 candidate on the 2-core development machine gave medians with a 2% standard deviation, more
 than one run's bootstrap interval shows (it sees only the variation inside its own process)."""
+
+
+def timed_error(shape: Any, exc: BaseException) -> dict:
+    """The finding of a timed call that raised."""
+    return {"check": "error", "reason": f"shape {shape}: raised {type(exc).__name__}: {exc}"}
+
+
+def deferred_work(shape: Any) -> dict:
+    """The finding of a candidate that started threads while it was timed."""
+    return {"check": "deferred_work", "reason": f"shape {shape}: the candidate started threads "
+            f"during timed calls (work deferred past the timer)"}
 
 
 def _stats(b: np.ndarray, c: np.ndarray, rng: Any) -> dict:
