@@ -82,7 +82,17 @@ def dispatch_kernel(rt: Any, op: str, avals: list, canon: dict, device: str) -> 
 
 def bench_gpu(args: dict) -> dict:
     from . import triton_io
-    from .harness import CLOCK, GATE, STARTED, _import_failed, _stats, deferred_work, load_kernel, timed_error
+    from .harness import (
+        CLOCK,
+        GATE,
+        STARTED,
+        _import_failed,
+        _stats,
+        deferred_work,
+        load_kernel,
+        timed_error,
+        too_fast,
+    )
 
     task = args["task"]
     device = triton_io.prepare(task)
@@ -191,16 +201,8 @@ def bench_gpu(args: dict) -> dict:
             cand_host_ns=float(np.median(host["cand"])),
         )
         if stats["cand_median_ns"] < floor_ns:
-            findings.append(
-                {
-                    "check": "roofline",
-                    "reason": (
-                        f"shape {shape}: median {stats['cand_median_ns'] / 1e3:.2f} us is below the "
-                        f"{floor_ns / 1e3:.2f} us the device's streaming rate ({bw / 1e9:.0f} GB/s) "
-                        f"allows for moving {nbytes} bytes: too fast to be true (work skipped or cached)"
-                    ),
-                }
-            )
+            findings.append(too_fast(shape, stats["cand_median_ns"], floor_ns,
+                                     f"device's streaming rate ({bw / 1e9:.0f} GB/s)", nbytes))
         results.append(stats)
     gate = bool(results) and len(results) == len(prepared) and all(r["ci_low"] >= GATE for r in results)
     return {

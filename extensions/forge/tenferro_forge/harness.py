@@ -462,17 +462,8 @@ def bench(args: dict) -> dict:
         floor_ns = nbytes / (bw * 2.0) * 1e9  # slack 2: read-only streams beat the copy rate
         stats.update(shape=list(shape), bytes=nbytes, roofline_floor_ns=floor_ns, calls=len(c))
         if stats["cand_median_ns"] < floor_ns:
-            findings.append(
-                {
-                    "check": "roofline",
-                    "reason": (
-                        f"shape {shape}: median {stats['cand_median_ns'] / 1e3:.2f} us is below the "
-                        f"{floor_ns / 1e3:.2f} us the machine's memory bandwidth ({bw / 1e9:.1f} GB/s) "
-                        f"allows for "
-                        f"moving {nbytes} bytes: too fast to be true (work skipped or cached)"
-                    ),
-                }
-            )
+            findings.append(too_fast(shape, stats["cand_median_ns"], floor_ns,
+                                     f"machine's memory bandwidth ({bw / 1e9:.1f} GB/s)", nbytes))
         results.append(stats)
     gate = bool(results) and len(results) == len(shapes) and all(r["ci_low"] >= GATE for r in results)
     return {
@@ -494,6 +485,13 @@ DRIFT_FLOOR = 0.04
 """The least relative run-to-run drift allowed for: eight processes benchmarking the same
 candidate on the 2-core development machine gave medians with a 2% standard deviation, more
 than one run's bootstrap interval shows (it sees only the variation inside its own process)."""
+
+
+def too_fast(shape: Any, median_ns: float, floor_ns: float, rate: str, nbytes: int) -> dict:
+    """The finding of a median below the roofline: moving `nbytes` at `rate` takes longer."""
+    return {"check": "roofline", "reason": (
+        f"shape {shape}: median {median_ns / 1e3:.2f} us is below the {floor_ns / 1e3:.2f} us the "
+        f"{rate} allows for moving {nbytes} bytes: too fast to be true (work skipped or cached)")}
 
 
 def timed_error(shape: Any, exc: BaseException) -> dict:
