@@ -8,7 +8,8 @@ Three causes of slow steps, each fixed here (docs/performance.md, "Threads"):
   steps in turn) or another busy process, that spin holds a core the other pool waits for.
   `set_threads` restarts each OpenBLAS pool with a short spin (OpenBLAS's
   ``OPENBLAS_THREAD_TIMEOUT``, read again through its own `openblas_read_env`), unless the
-  user set that variable.
+  user set that variable: 2**20 cycles (~0.4 ms), long enough to bridge the Python between
+  the products of a decode step, short enough to give the core back within a step.
 - OpenBLAS splits every product over m*n*k = 262,144 multiply-adds across its threads. A
   hand-off costs tens of microseconds on an idle machine and a scheduler time slice (ms) when
   another process holds the other core, so the digits demo's 10-200 us products ran 10x
@@ -44,9 +45,12 @@ projection) is bound by memory, not multiply-adds, and a second thread's share o
 bandwidth pays for the hand-off. SmolLM2's 121 weight products of one decode step (float32,
 2-core VM, idle): 37 ms on one thread, 21 ms on two; the step 46 -> ~43 ms."""
 
-IDLE_SPIN_LOG2 = 4
-"""OpenBLAS's thread timeout (log2 of TSC cycles a worker spins before it sleeps; its
-minimum, 4). Measured in docs/performance.md, "Threads"."""
+IDLE_SPIN_LOG2 = 20
+"""OpenBLAS's thread timeout (log2 of TSC cycles a worker spins before it sleeps, ~0.4 ms).
+At OpenBLAS's minimum (4) every product of SmolLM2's decode step woke a sleeping worker:
+43 ms a token against 38 ms at 20 and 36.5 at 22, alternating in one process; numpy:cpu and
+torch:cpu steps in one process stayed within the run-to-run noise at 20 and not at 22
+(docs/performance.md, "Threads")."""
 
 LOAD_SAMPLE_S = 0.1
 """How often (seconds) a large product looks again at how many CPUs other processes use."""
