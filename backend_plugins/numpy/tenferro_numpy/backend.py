@@ -83,8 +83,11 @@ class NumpyBackend:
 
             return specialized(params["graph"])
         if name in ("dot_general", "conv_general") and params is not None:
+            from .kernels import KERNELS, dot_kernel
             from .threads import sized
 
+            if name == "dot_general" and kernel is KERNELS["dot_general"] and len(in_avals) == 2:
+                kernel = dot_kernel(in_avals, params)  # its index work done once
             return sized(kernel, _gemm_macs(name, in_avals, out_avals, params),
                          _gemm_bytes(name, in_avals, params))
         if (isinstance(kernel, partial) and kernel.keywords == {"out": Ellipsis}

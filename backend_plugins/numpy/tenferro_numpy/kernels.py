@@ -374,6 +374,44 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
         return np.matmul(a, b).reshape(bshape + m + n)
 
 
+def dot_kernel(in_avals: tuple, params: dict):
+    """`_dot_general` for one signature, its index work done once: where an operand's
+    permuted axes already have its matrix's shape (x @ W.T: a transposed view) the view is
+    taken directly, else `_as_matrix` runs per call as before; the same views, so the same
+    bits. Unbatched products only: batched ones, 0-d operands and the plain 1-D/2-D cases
+    (one np.matmul already) keep the generic kernel."""
+    (lc, rc), (lb, _) = params["contracting_dims"], params["batch_dims"]
+    ls, rs = in_avals[0].shape, in_avals[1].shape
+    if lb or not ls or not rs or (lc == (len(ls) - 1,) and rc == (0,) and len(ls) <= 2 and len(rs) <= 2):
+        return _dot_general
+    lf = [i for i in range(len(ls)) if i not in lc]
+    rf = [i for i in range(len(rs)) if i not in rc]
+    m, n = [ls[i] for i in lf], [rs[i] for i in rf]
+    k = math.prod(ls[i] for i in lc)
+    mm, nn = math.prod(m), math.prod(n)
+    a_perm, b_perm = lf + list(lc), list(rc) + rf
+    a_view = tuple(ls[i] for i in a_perm) == (mm, k)
+    b_view = tuple(rs[i] for i in b_perm) == (k, nn)
+    a_id, b_id = a_perm == list(range(len(ls))), b_perm == list(range(len(rs)))
+    out_shape = tuple(m + n)
+    out_same = out_shape == (mm, nn)
+
+    def kernel(lhs, rhs, **_):
+        if a_view:
+            a = lhs if a_id else lhs.transpose(a_perm)
+        else:
+            a = _as_matrix(lhs, lf, list(lc), mm, k)
+        if b_view:
+            b = rhs if b_id else rhs.transpose(b_perm)
+        else:
+            b = _as_matrix(rhs, list(rc), rf, k, nn)
+        with np.errstate(**_QUIET):
+            out = np.matmul(a, b)
+        return out if out_same else out.reshape(out_shape)
+
+    return kernel
+
+
 def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                   feature_group_count, layout="channels_first"):
     """One matmul per group: windows (N * out spatial, window * C/G) by the kernel
