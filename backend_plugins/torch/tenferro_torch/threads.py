@@ -4,9 +4,8 @@ MKL splits even a tiny product (an (8, 64) by (64, 64) attention score) over eve
 thread, and tenferro imports torch with a short OpenMP spin (`backend.OMP_SPIN_COUNT`), so
 between two products separated by some Python the workers sleep and each product pays a
 futex wake-up of tens of microseconds. SmolLM2's decode step on torch:cpu makes ~210
-products a token, most of them small: 25 ms of a token's 40 went to that on the 2-core VM
-(a shape-alike model with tiny matrices: 25 ms a token on two threads, 14.5 on one). Here a
-small product (fewer than `SMALL_PRODUCT` multiply-adds reading under `SMALL_OPERANDS`)
+products a token, most of them small (a shape-alike model with tiny matrices: 25 ms a
+token of dispatch on two threads, 14.5 on one, on the 2-core VM). Here a small product (fewer than `SMALL_PRODUCT` multiply-adds reading under `SMALL_OPERANDS`)
 runs with the pool at one thread, set back right after (`torch.set_num_threads` costs
 ~0.1 us and only sizes the next parallel region); a matrix-vector product that streams a
 large weight still runs on every thread, where the bandwidth pays for the wake-up.
@@ -14,9 +13,8 @@ large weight still runs on every thread, where the bandwidth pays for the wake-u
 torch's exp, log, sqrt, tanh, sin, cos, tan, asin, acos, atan and trunc on the CPU call MKL's
 VML, which threads a call of 576 elements too: ~47 us a call after a pause against ~7 us for
 torch's own loops (sigmoid, expm1, add), 250 us next to a busy process. Up to
-`SMALL_ELEMENTS` results (one thread was faster up to 131,072 elements of exp and tanh with
-another process busy, within 20 us on an idle machine) they run on one thread, and so does a
-`fused` group that holds one of them.
+`SMALL_ELEMENTS` results they run on one thread, and so does a `fused` group that holds one
+of them (the limits are where a warm pool still pays: a compiled step keeps it awake).
 """
 
 from __future__ import annotations
@@ -25,15 +23,21 @@ import math
 import sys
 from typing import Any
 
-SMALL_PRODUCT = 1 << 24
-"""Multiply-adds (the whole call's) below which a product runs on one thread."""
+SMALL_PRODUCT = 1 << 18
+"""Multiply-adds (the whole call's) below which a product runs on one thread: OpenBLAS's
+own threshold for threading a product (a decode step's attention and rotation products are
+below it, a transformer block's (32, 64, 32) x (32, 32, 64) scores, 4.2 M, are not)."""
 
 SMALL_OPERANDS = 1 << 20
 """...unless its operands are this many bytes or more (bound by memory, not multiply-adds)."""
 
 
-SMALL_ELEMENTS = 1 << 17
-"""Results up to this many elements of a VML function run on one thread."""
+SMALL_ELEMENTS = 1 << 15
+"""Results up to this many elements of a VML function run on one thread (torch's own
+grain: it runs its loops below this size on one thread too). Larger calls keep the pool:
+in a compiled step the pool is awake and a 131,072-element softmax exp gains from it (a
+transformer block step took 8.7 ms with these calls on one thread up to 2^17 elements and
+products up to 2^24 multiply-adds, 7.0 ms with none)."""
 
 VML = frozenset(("exp", "log", "sqrt", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "trunc"))
 """tenferro primitives whose torch CPU kernels are MKL VML calls (measured: ~47 us a call
