@@ -5,8 +5,9 @@ thread, and tenferro imports torch with a short OpenMP spin (`backend.OMP_SPIN_C
 between two products separated by some Python the workers sleep and each product pays a
 futex wake-up of tens of microseconds. SmolLM2's decode step on torch:cpu makes ~210
 products a token, most of them small (a shape-alike model with tiny matrices: 25 ms a
-token of dispatch on two threads, 14.5 on one, on the 2-core VM). Here a small product (fewer than `SMALL_PRODUCT` multiply-adds reading under `SMALL_OPERANDS`)
-runs with the pool at one thread, set back right after (`torch.set_num_threads` costs
+token of dispatch on two threads, 14.5 on one, on the 2-core VM). Here a small product
+(fewer than `SMALL_PRODUCT` multiply-adds reading under `SMALL_OPERANDS`) runs with the
+pool at one thread, set back right after (`torch.set_num_threads` costs
 ~0.1 us and only sizes the next parallel region); a matrix-vector product that streams a
 large weight still runs on every thread, where the bandwidth pays for the wake-up.
 
