@@ -12,6 +12,7 @@ buffer (built with the backend's own transpose, slice and reverse).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -209,3 +210,36 @@ def layouts(draw, shape: tuple[int, ...]) -> Layout:
         strides = tuple(draw(st.lists(st.integers(1, 3), min_size=nd, max_size=nd)))
         return Layout(kind, offsets=offsets, strides=strides)
     return CONTIGUOUS
+
+
+@st.composite
+def dot_problems(draw, dtype_names: Sequence[str], max_side: int = 4) -> tuple:
+    """(lhs shape, rhs shape, dot_general params, a dtype name, transposed): up to two batch,
+    contracting and free axes per operand in any order, sides 0..`max_side` (backends'
+    per-signature dot kernels are checked against their generic kernel with these)."""
+    nb, nc = draw(st.integers(0, 2)), draw(st.integers(0, 2))
+    nl, nr = draw(st.integers(0, 2)), draw(st.integers(0, 2))
+    side = st.integers(0, max_side)
+    sizes = {"b": [draw(side) for _ in range(nb)], "c": [draw(side) for _ in range(nc)],
+             "l": [draw(side) for _ in range(nl)], "r": [draw(side) for _ in range(nr)]}
+    l_axes = [("b", i) for i in range(nb)] + [("c", i) for i in range(nc)] + [("l", i) for i in range(nl)]
+    r_axes = [("b", i) for i in range(nb)] + [("c", i) for i in range(nc)] + [("r", i) for i in range(nr)]
+    l_axes = [l_axes[i] for i in draw(st.permutations(range(len(l_axes))))]
+    r_axes = [r_axes[i] for i in draw(st.permutations(range(len(r_axes))))]
+    params = {"contracting_dims": (tuple(l_axes.index(("c", i)) for i in range(nc)),
+                                   tuple(r_axes.index(("c", i)) for i in range(nc))),
+              "batch_dims": (tuple(l_axes.index(("b", i)) for i in range(nb)),
+                             tuple(r_axes.index(("b", i)) for i in range(nb)))}
+    lshape = [sizes[t][i] for t, i in l_axes]
+    rshape = [sizes[t][i] for t, i in r_axes]
+    return lshape, rshape, params, draw(st.sampled_from(sorted(dtype_names))), draw(st.booleans())
+
+
+DOT_EXAMPLES = (
+    ([7, 5], [3, 5], {"contracting_dims": ((1,), (1,)), "batch_dims": ((), ())}, "float32", False),
+    ([2, 4, 3], [2, 3, 5], {"contracting_dims": ((2,), (1,)), "batch_dims": ((0,), (0,))}, "float64", True),
+    ([5, 2, 3], [3, 5, 4], {"contracting_dims": ((0, 2), (1, 0)), "batch_dims": ((), ())}, "float64", True),
+    ([0, 3], [3, 0], {"contracting_dims": ((1,), (0,)), "batch_dims": ((), ())}, "float32", False),
+)
+"""`dot_problems` values every such test runs: x @ W.T, a batched product, two contracting
+axes in another order, and 0-size matrices."""
