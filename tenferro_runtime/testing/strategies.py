@@ -243,3 +243,13 @@ DOT_EXAMPLES = (
 )
 """`dot_problems` values every such test runs: x @ W.T, a batched product, two contracting
 axes in another order, and 0-size matrices."""
+
+
+def with_dot_examples(test: Any) -> Any:
+    """`test(problem, seed)` run on every `DOT_EXAMPLES` entry too (seed = its index)."""
+    from hypothesis import example
+
+    for i, problem in enumerate(DOT_EXAMPLES):
+        test = example(problem, i)(test)
+    return test
+

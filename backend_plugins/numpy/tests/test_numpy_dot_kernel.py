@@ -6,13 +6,13 @@ operands."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tenferro_core import dtypes as D
 from tenferro_core.avals import Aval
 from tenferro_numpy import kernels
-from tenferro_runtime.testing.strategies import DOT_EXAMPLES, dot_problems
+from tenferro_runtime.testing.strategies import dot_problems, with_dot_examples
 
 DTYPES = {"float32": D.float32, "float64": D.float64, "int64": D.int64, "complex64": D.complex64,
           "float16": D.float16}
@@ -24,13 +24,7 @@ def _operand(shape, dtype, transposed, rng):
     return a.T if transposed else a
 
 
-def _examples(test):
-    for i, problem in enumerate(DOT_EXAMPLES):
-        test = example(problem, i)(test)
-    return test
-
-
-@_examples
+@with_dot_examples
 @settings(deadline=None)
 @given(dot_problems(DTYPES), st.integers(0, 2**16))
 def test_dot_kernel_is_bitwise_the_generic_kernel(problem, seed):

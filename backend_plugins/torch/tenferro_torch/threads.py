@@ -24,6 +24,8 @@ import math
 import sys
 from typing import Any
 
+from .ops.common import on_cpu
+
 SMALL_PRODUCT = 1 << 18
 """Multiply-adds (the whole call's) below which a product runs on one thread: OpenBLAS's
 own threshold for threading a product (a decode step's attention and rotation products are
@@ -46,20 +48,11 @@ of 576 elements after a pause on two threads, where torch's own loops take ~7 us
 
 
 def product_size(name: str, in_avals: tuple, out_avals: tuple, params: dict) -> tuple[int, int]:
-    """(multiply-adds, operand bytes) of a dot_general or conv_general call."""
-    lhs, rhs = in_avals[0].shape, in_avals[1].shape
-    if name == "dot_general":
-        per = math.prod(lhs[i] for i in params["contracting_dims"][0])
-    else:
-        per = math.prod(rhs[1:])
-    nbytes = sum(math.prod(a.shape) * a.dtype.itemsize for a in in_avals[:2])
-    return math.prod(out_avals[0].shape) * per, nbytes
+    """(multiply-adds, operand bytes) of a dot_general or conv_general call: the core cost
+    rule's FLOPs (two per multiply-add) and the operands' bytes."""
+    from tenferro_core.catalog.cost import CORE_COST_RULES, nbytes
 
-
-def _on_cpu(in_avals: tuple, out_avals: tuple) -> bool:
-    avals = in_avals or out_avals
-    device = getattr(avals[0], "device", None) if avals else None
-    return device is None or str(device).endswith(":cpu")
+    return CORE_COST_RULES[name](in_avals, out_avals, **params).flops // 2, nbytes(in_avals[:2])
 
 
 def _small(name: str, in_avals: tuple, out_avals: tuple, params: dict | None) -> bool:
@@ -81,7 +74,7 @@ def _small(name: str, in_avals: tuple, out_avals: tuple, params: dict | None) ->
 def sized(kernel: Any, name: str, in_avals: tuple, out_avals: tuple, params: dict | None) -> Any:
     """`kernel` run with torch's intra-op pool at one thread when the call is small and on the
     CPU (a BLAS product, a VML function, a fused group holding one), else `kernel` itself."""
-    if not _on_cpu(in_avals, out_avals) or not _small(name, in_avals, out_avals, params):
+    if not on_cpu((in_avals or out_avals)[0]) or not _small(name, in_avals, out_avals, params):
         return kernel
     torch = sys.modules["torch"]
     get, set_ = torch.get_num_threads, torch.set_num_threads

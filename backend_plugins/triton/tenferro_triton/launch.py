@@ -62,8 +62,8 @@ class Launcher:
 
     def __call__(self, *args: Any) -> None:
         key = None
+        dev = next((a.device for a in args if hasattr(a, "device")), None)
         if self._direct and not _hooks_set():
-            dev = next((a.device for a in args if hasattr(a, "device")), None)
             key = (dev, *map(specialization, args))
             hit = self._compiled.get(key)
             if hit is not None and dev.index == _cuda().cuda.current_device():
@@ -77,12 +77,12 @@ class Launcher:
                     log.warning("direct launch of %s failed (%s); launching through JITFunction.run",
                                 getattr(self.fn, "__name__", self.fn), e)  # checked before launching
                     self._direct, key = False, None
-        self._slow(key, args)
+        self._slow(key, dev, args)
 
-    def _slow(self, key: tuple | None, args: tuple) -> None:
-        """Launches through `JITFunction.run`, on the CUDA device of the arguments (Triton
-        launches on the current one), and keeps the compiled kernel's launcher under `key`."""
-        dev = next((a.device for a in args if hasattr(a, "device")), None)
+    def _slow(self, key: tuple | None, dev: Any, args: tuple) -> None:
+        """Launches through `JITFunction.run`, on `dev`, the CUDA device of the arguments
+        (Triton launches on the current one), and keeps the compiled kernel's launcher under
+        `key`."""
         if dev is None or dev.type != "cuda" or (key is None and dev.index == _cuda().cuda.current_device()):
             self.fn[self.grid](*args, **self.constexprs, **self.options)
             return

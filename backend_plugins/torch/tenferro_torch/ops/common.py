@@ -20,6 +20,12 @@ FROM_TORCH: dict[torch.dtype, D.DType] = {v: k for k, v in TO_TORCH.items()}
 KIND: dict[torch.dtype, str] = {v: k.kind for k, v in TO_TORCH.items()}
 
 
+def on_cpu(aval: Any) -> bool:
+    """Whether `aval` is on a torch CPU device (or on none: a bare shape rule's)."""
+    device = getattr(aval, "device", None)
+    return device is None or getattr(device, "id", None) == "cpu"
+
+
 def same(x: Any, *args: Any, **params: Any) -> Any:
     """The identity kernel (buffers are immutable, so returning the operand is safe)."""
     return x

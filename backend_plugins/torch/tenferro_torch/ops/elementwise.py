@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .common import by_kind, same
+from .common import by_kind, on_cpu, same
 
 
 def _float_sign(x):
@@ -199,8 +199,7 @@ def select_kernel(avals: tuple):
     """The `select` kernel for one signature: `select_bits` on the CPU for elements of 1 to 8
     bytes, torch.where elsewhere (CUDA's is branch-free already)."""
     on_true = avals[1]
-    cpu = on_true.device is None or on_true.device.id == "cpu"
-    return select_bits if cpu and on_true.dtype.itemsize in _SAME_WIDTH_INT else torch.where
+    return select_bits if on_cpu(on_true) and on_true.dtype.itemsize in _SAME_WIDTH_INT else torch.where
 
 
 KERNELS = {

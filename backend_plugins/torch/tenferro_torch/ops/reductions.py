@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from .common import TO_TORCH, by_kind
+from .common import TO_TORCH, by_kind, on_cpu
 from .structural import pad
 
 
@@ -102,8 +102,7 @@ def dot_kernel(in_avals: tuple, params: dict):
     `_dot_general`, so the same bits; integer operands on CUDA keep `_dot_general`."""
     (lc, rc), (lb, rb) = params["contracting_dims"], params["batch_dims"]
     lhs, rhs = in_avals[0], in_avals[1]
-    dev = lhs.device
-    if not (lhs.dtype.kind in "fc" or dev is None or str(dev).endswith(":cpu")):
+    if not (lhs.dtype.kind in "fc" or on_cpu(lhs)):  # `_native_matmul`, decided once
         return _dot_general
     ls, rs = lhs.shape, rhs.shape
     if not lb and lc == (len(ls) - 1,) and rc == (0,) and len(ls) in (1, 2) and len(rs) in (1, 2):
