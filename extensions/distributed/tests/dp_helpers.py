@@ -57,8 +57,9 @@ def digest(params: dict) -> str:
     return h.hexdigest()
 
 
-def reference_run(steps: int, make_opt, seed: int = 0) -> list[dict]:
-    """Single process on the concatenated (global) batch: parameters after every step."""
+def _single_process(steps: int, make_opt, seed: int, grads, record) -> list:
+    """Steps of one process on the global batch: `grads(vg, p, x, y)` gives the gradients,
+    `record(p)` what is kept after each step."""
     from tenferro_ad import value_and_grad
     from tenferro_runtime import array_api as xp
     from tenferro_runtime import compile
@@ -70,34 +71,28 @@ def reference_run(steps: int, make_opt, seed: int = 0) -> list[dict]:
     out = []
     for s in range(steps):
         x, y = batch(s)
-        _, g = vg(p, xp.asarray(x), xp.asarray(y))
-        p, st = opt.update(p, g, st)
-        out.append(as_numpy(p))
+        p, st = opt.update(p, grads(vg, p, xp.asarray(x), xp.asarray(y)), st)
+        out.append(record(p))
     return out
+
+
+def reference_run(steps: int, make_opt, seed: int = 0) -> list[dict]:
+    """Single process on the concatenated (global) batch: parameters after every step."""
+    return _single_process(steps, make_opt, seed, lambda vg, p, x, y: vg(p, x, y)[1], as_numpy)
 
 
 def deterministic_reference(steps: int, make_opt, seed: int = 0) -> list[str]:
     """Single process, no communication: the same microbatch partials summed in the same fixed
     order as the deterministic mode; the digest of the parameters after every step."""
-    from tenferro_ad import value_and_grad
     from tenferro_distributed.data_parallel import _unflat, microbatch_grads, ordered_sum
-    from tenferro_runtime import array_api as xp
-    from tenferro_runtime import compile
     from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 
-    opt = make_opt()
-    p = make_params(seed)
-    st = opt.init(p)
-    vg = compile(value_and_grad(loss_fn))
-    out = []
-    for s in range(steps):
-        x, y = batch(s)
-        _, flats = microbatch_grads(loss_fn, p, (xp.asarray(x), xp.asarray(y)), MICROBATCH, vg)
+    def grads(vg, p, x, y):
+        _, flats = microbatch_grads(loss_fn, p, (x, y), MICROBATCH, vg)
         leaves, td = tree_flatten(p)
-        g = tree_unflatten(td, _unflat(ordered_sum(flats) / flats.shape[0], leaves))
-        p, st = opt.update(p, g, st)
-        out.append(digest(p))
-    return out
+        return tree_unflatten(td, _unflat(ordered_sum(flats) / flats.shape[0], leaves))
+
+    return _single_process(steps, make_opt, seed, grads, digest)
 
 
 def _adam():
