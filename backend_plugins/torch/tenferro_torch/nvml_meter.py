@@ -11,9 +11,9 @@ name ``pynvml``, imported on first probe or read, never by importing this module
   (source "power x time"). It is accurate only when reads come at least every ~100 ms;
   readings further apart are labelled approximate.
 
-* NVML itself is queried at most every `min_query_interval` (50 ms): a query took ~4 ms on a
-  lent H100 (a virtual machine), and the inference engine reads its meter twice a decode step,
-  which cost 8 ms of a 48 ms token. A read sooner than that after the last query extends the
+* NVML itself is queried at most every `min_query_interval` (100 ms, the counter's update
+  period): a query took ~4 ms on a lent H100 and H200 (virtual machines), and the inference
+  engine reads its meter twice a decode step, which cost 8 ms of a 48 ms token. A read sooner than that after the last query extends the
   last reading with the last power seen (labelled approximate); the counter could not have
   told more, as it moves only every ~100 ms.
 
@@ -65,7 +65,7 @@ class NvmlMeter:
     description = "torch:cuda:N devices: NVML total-energy counter, else power x time"
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter, update_period: float = 0.1,
-                 min_query_interval: float = 0.05):
+                 min_query_interval: float = 0.1):
         self.update_period = update_period
         self.min_query_interval = min_query_interval
         self._clock = clock

@@ -38,10 +38,16 @@ def specialization(arg: Any) -> Any:
 
 def _hooks_set() -> bool:
     """Whether a launch hook is on (a profiler's): a non-empty `HookChain` in Triton 3.4+."""
-    from triton import knobs
+    global _RUNTIME_KNOBS
+    if _RUNTIME_KNOBS is None:
+        from triton import knobs
 
+        _RUNTIME_KNOBS = knobs.runtime
     return any(h is not None and bool(getattr(h, "calls", True))
-               for h in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook))
+               for h in (_RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook))
+
+
+_RUNTIME_KNOBS: Any = None
 
 
 class Launcher:
@@ -62,15 +68,20 @@ class Launcher:
 
     def __call__(self, *args: Any) -> None:
         key = None
-        dev = next((a.device for a in args if hasattr(a, "device")), None)
+        torch = _cuda()
+        tensor = torch.Tensor
+        dev = (args[0].device if args and args[0].__class__ is tensor
+               else next((a.device for a in args if hasattr(a, "device")), None))
         if self._direct and not _hooks_set():
-            key = (dev, *map(specialization, args))
+            # specialization(a), written out for tensors: this runs on every launch
+            key = (dev, *[(a.dtype, not a.data_ptr() & 15) if a.__class__ is tensor
+                          else specialization(a) for a in args])
             hit = self._compiled.get(key)
-            if hit is not None and dev.index == _cuda().cuda.current_device():
+            if hit is not None and dev.index == torch._C._cuda_getDevice():
                 run, function, packed = hit
                 g0, g1, g2 = self.grid
                 try:
-                    run(g0, g1, g2, _cuda()._C._cuda_getCurrentRawStream(dev.index), function, packed,
+                    run(g0, g1, g2, torch._C._cuda_getCurrentRawStream(dev.index), function, packed,
                         None, None, None, *args, *self._tail)
                     return
                 except (TypeError, ValueError) as e:  # a launcher of another calling convention:

@@ -109,9 +109,9 @@ def dot_kernel(in_avals: tuple, out_aval: Any, contracting_dims: tuple, batch_di
             a, c = a.contiguous(), c.contiguous()
         out = torch.empty((b, m, n), dtype=x.dtype, device=x.device)
         args = (a, c, out, m, n, k, *a.stride(), *c.stride(), *out.stride())
-        meta = {"ACC_F64": f64, "PRECISION": precision, "UPCAST": upcast}
-        grid = state.get("grid")
-        if grid is None:
+        launch = state.get("launch")
+        if launch is None:
+            meta = {"ACC_F64": f64, "PRECISION": precision, "UPCAST": upcast}
             tuned = _tuned(f64)
             grid_of = functools.partial(_grid, b, m, n)
             from .autotune import target_name, tune_key
@@ -119,9 +119,8 @@ def dot_kernel(in_avals: tuple, out_aval: Any, contracting_dims: tuple, batch_di
             key = tune_key(OP, dtype_name, target_name(x.device), {"B": b, "M": m, "N": n, "K": k})
             config = tuned.launch(key, grid_of, args, meta)
             state["launch"] = _launcher(tuned.fn, config, meta, k, grid_of(config.kwargs))
-            state["grid"] = grid_of(config.kwargs)
         else:
-            state["launch"](*args)
+            launch(*args)
         return out.view(out_shape)
 
     return run

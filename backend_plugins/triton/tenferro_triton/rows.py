@@ -42,9 +42,11 @@ SINGLE_PASS_MAX = 16384
 """Rows up to this many columns are one block (each input read once); longer rows loop."""
 CHUNK = 4096
 """Columns per step of the loops over long rows (a power of two)."""
-ROW_ELEMS = 4096
+ROW_ELEMS = 512
 """Elements a program handles when rows are short (more rows per program); the
-interpreter takes 16x more (fewer, larger NumPy steps)."""
+interpreter takes 128x more (fewer, larger NumPy steps). H200, float32, 4096 rows, us
+(`bench/gpu_rows_sweep.py`): softmax at L=256 7.6 here (2 rows, 2 warps) against 8.9 with
+4096 (16 rows, 8 warps) and torch's 8.0; at L=512 9.0 against 11.2 and torch's 10.3."""
 LIVE_ELEMS = 1 << 17
 """Column elements of all its values a one-pass program may hold (registers): a group of
 many values (layer norm's backward) loops over chunks from shorter rows on."""
@@ -257,7 +259,7 @@ class _RowKernel:
         self.lock = threading.Lock()
 
     def variant(self, strides: tuple, wide: bool) -> tuple:
-        elems = ROW_ELEMS * (16 if interpreted() else 1)
+        elems = ROW_ELEMS * (128 if interpreted() else 1)
         key = (strides, wide, SINGLE_PASS_MAX, CHUNK, elems, LIVE_ELEMS)
         hit = self.variants.get(key)
         if hit is None:

@@ -271,7 +271,7 @@ def blocks(lay: Layouts, single_max: int, chunk: int, elems: int, live: int = 0,
         bc = chunk
     br = max(1, min(1 << max(lay.rows - 1, 0).bit_length(), elems // bc))
     n = br * bc
-    warps = 2 if n <= 256 else 4 if n <= 2048 else 8 if n <= 8192 else 16
+    warps = 2 if n <= 512 else 4 if n <= 2048 else 8 if n <= 8192 else 16
     return Blocks(br, bc, chunked, max(1, -(-lay.rows // br)), warps)
 
 

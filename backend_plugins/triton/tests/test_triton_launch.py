@@ -52,7 +52,9 @@ class FakeCuda:
         self.current = current
         self.cuda = types.SimpleNamespace(current_device=lambda: self.current,
                                           device=self._device)
-        self._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda i: 1000 + i)
+        self._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda i: 1000 + i,
+                                        _cuda_getDevice=lambda: self.current)
+        self.Tensor = FakeTensor  # the launcher's written-out specialization of tensors
 
     def _device(self, dev):
         outer = self
@@ -86,6 +88,8 @@ def test_specialization_follows_what_triton_compiles_anew_for():
     assert specialization(base[1:]) == (torch.float32, False)
     assert specialization(base[4:]) == (torch.float32, True)
     assert specialization(base.to(torch.float16)) != specialization(base)
+    for t in (base, base[1:], base[4:], base.to(torch.float16)):  # the launcher's inline form
+        assert (t.dtype, not t.data_ptr() & 15) == specialization(t)
 
 
 def test_second_call_goes_straight_to_the_compiled_launcher(cuda):
