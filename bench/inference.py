@@ -82,11 +82,18 @@ def hf_model():
 
 
 def decode_rate(engines: dict, hf, ids: list[int], rounds: int, n: int = 64) -> dict:
-    """Best tokens/s of each, alternating rounds."""
+    """Best tokens/s of each, alternating rounds, after one untimed generate of each (the
+    shapes' compiles and autotuning happen there)."""
     import torch
 
     best: dict[str, float] = {}
     greedy = SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
+    for e in engines.values():
+        e.generate(ids, greedy)
+    if hf is not None:
+        with torch.inference_mode():
+            hf.generate(torch.tensor([ids], device=hf.device), max_new_tokens=n, min_new_tokens=n,
+                        do_sample=False)
     for _ in range(rounds):
         for name, e in engines.items():
             t0 = time.perf_counter()
