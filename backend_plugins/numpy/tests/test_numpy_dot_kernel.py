@@ -38,3 +38,30 @@ def test_dot_kernel_is_bitwise_the_generic_kernel(problem, seed):
     got = np.asarray(kernels.dot_kernel(avals, params)(x, y, **params))
     assert got.shape == want.shape and got.dtype == want.dtype
     assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.integers(1, 48), st.integers(1, 64), st.integers(1, 700), st.sampled_from(["float32", "float64"]),
+       st.integers(0, 2**16))
+def test_wide_products_of_a_transposed_weight_match_the_reference(m, k, n, name, seed):
+    """x @ W.T through `_matmul2d`'s (W @ x.T).T where the result is wide (n >= 2m,
+    m * n >= WIDE_NT) and directly elsewhere: against float64 (longdouble) products, for the
+    generic and the per-signature kernel alike (the same bits), with the result's shape."""
+    rng = np.random.default_rng(seed)
+    dtype = DTYPES[name]
+    x = rng.standard_normal((m, k)).astype(dtype.numpy)
+    w = rng.standard_normal((n, k)).astype(dtype.numpy)
+    params = {"contracting_dims": ((1,), (1,)), "batch_dims": ((), ())}
+    avals = (Aval((m, k), dtype), Aval((n, k), dtype))
+    generic = np.asarray(kernels._dot_general(x, w, **params))
+    fast = np.asarray(kernels.dot_kernel(avals, params)(x, w, **params))
+    plain = np.asarray(kernels._dot_general(x, np.ascontiguousarray(w.T), contracting_dims=((1,), (0,)),
+                                            batch_dims=((), ())))
+    ref = x.astype(np.longdouble) @ w.T.astype(np.longdouble)
+    tol = (1e-5 if name == "float32" else 1e-13) * k * (np.abs(x) @ np.abs(w.T)).max()
+    for got in (generic, fast, plain):
+        assert got.shape == (m, n) and got.dtype == dtype.numpy
+        assert np.abs(got - ref).max() <= tol
+    assert generic.tobytes() == fast.tobytes()
+    swapped = m >= 2 and n >= 2 * m and m * n >= kernels.WIDE_NT
+    assert generic.flags.f_contiguous == swapped or n == 1 or m == 1
