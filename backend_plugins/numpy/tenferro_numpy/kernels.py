@@ -355,14 +355,15 @@ WIDE_NT = 2048
 
 def _matmul2d(a, b):
     """a @ b of matrices. OpenBLAS multiplies a row-major (m, k) by the transpose of a
-    row-major (n, k), x @ W.T, up to 2.4x slower than it computes W @ x.T when the result is
-    wide (n >= 2m, m >= 2, m * n >= `WIDE_NT`): 16 x 576 @ 576 x 960 float32 280 us against
-    116 (one thread, the same bits in every shape measured; docs/performance.md). The result
-    is then that product's transposed view."""
+    row-major (n, k), x @ W.T, up to 2.4x slower than it computes W @ x.T when few rows make
+    a wide result (2 <= m <= 32, n >= 4m, m * n >= `WIDE_NT`): 16 x 576 @ 576 x 960 float32
+    235 us against 126 with the copy back to row-major (the same bits in every shape
+    measured; docs/performance.md). From 64 rows on the copy costs more than it saves."""
     m, n = a.shape[0], b.shape[1]
-    if (m >= 2 and n >= 2 * m and m * n >= WIDE_NT and a.dtype.char in "fd" and b.dtype == a.dtype
-            and a.flags.c_contiguous and b.flags.f_contiguous and not b.flags.c_contiguous):
-        return np.matmul(b.T, a.T).T
+    if (2 <= m <= 32 and n >= 4 * m and m * n >= WIDE_NT and a.dtype.char in "fd"
+            and b.dtype == a.dtype and a.flags.c_contiguous and b.flags.f_contiguous
+            and not b.flags.c_contiguous):
+        return np.ascontiguousarray(np.matmul(b.T, a.T).T)
     return np.matmul(a, b)
 
 
@@ -385,7 +386,7 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
         a = _as_matrix(lhs, lf, list(lc), math.prod(m), k)
         b = _as_matrix(rhs, list(rc), rf, k, math.prod(n))
         with np.errstate(**_QUIET):
-            if len(m) == 1 and len(n) == 1:  # no reshape after it (a transposed result would copy)
+            if len(m) == 1 and len(n) == 1:
                 return _matmul2d(a, b)
             return np.matmul(a, b).reshape(m + n)
     a = np.transpose(lhs, list(lb) + lf + list(lc)).reshape(math.prod(bshape), math.prod(m), k)
