@@ -22,6 +22,14 @@ does; tenferro-infer registers no kernels today, so the op runs through its deco
 which calls the same kernel for its operands' backend (the pattern `debug.print` uses for
 an effect). A plugin may register `KERNELS` with ``registry.add_kernel`` unchanged.
 
+**One op a layer.** `paged_attention` binds `paged_attention_p`
+(``tenferro_infer.paged_attention.v1``, effects as `kv_update_p`): the write and gather and
+the attention over the gathered rows. On CPU devices it runs `attention_kernels`' NumPy or
+torch kernel, the math below written straight in that library (one kernel call instead of a
+dispatch of `kv_update_p` and a 20-step compiled plan: a decode step calls it 30 times);
+elsewhere (a GPU, the triton executor) its decomposition binds `kv_update_p` and the
+compiled `_attend_arrays`.
+
 **The math** is tenferro ops: grouped-query heads (each KV head serves ``n_heads /
 n_kv_heads`` consecutive query heads), ``softmax(q k^T / sqrt(d))`` under a causal mask over
 cached and new positions, times v. A varlen batch is padded to (sequences, longest new run,
@@ -43,9 +51,15 @@ import numpy as np
 from tenferro_core.avals import Aval
 from tenferro_core.errors import DTypeError, MissingKernelError, ShapeError
 from tenferro_core.extension import define_op
+from tenferro_core.params import p_bool, p_nonneg_int
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import compile
 from tenferro_runtime.tensor import Tensor
+
+from .attention_kernels import KV_UPDATE, PAGED_ATTENTION
+
+KERNELS = KV_UPDATE
+"""Kernels of `kv_update_p` per backend name: buffers in, buffers out, pools written in place."""
 
 # ---- the in-place write + gather op ----------------------------------------------------------
 
@@ -73,30 +87,6 @@ def _kv_update_rule(k_pool, v_pool, write, k_new, v_new, read):
     return out, out
 
 
-def _numpy_kv_update(k_pool, v_pool, write, k_new, v_new, read):
-    n, bs, h, d = k_pool.shape
-    kf, vf = k_pool.reshape(n * bs, h, d), v_pool.reshape(n * bs, h, d)  # views: pools are contiguous
-    if write.shape[0]:
-        kf[write] = k_new
-        vf[write] = v_new
-    return kf[read], vf[read]
-
-
-def _torch_kv_update(k_pool, v_pool, write, k_new, v_new, read):
-    n, bs, h, d = k_pool.shape
-    kf, vf = k_pool.view(n * bs, h, d), v_pool.view(n * bs, h, d)
-    if write.shape[0]:
-        kf.index_copy_(0, write, k_new)
-        vf.index_copy_(0, write, v_new)
-    flat = read.reshape(-1)
-    shape = tuple(read.shape) + (h, d)
-    return kf.index_select(0, flat).reshape(shape), vf.index_select(0, flat).reshape(shape)
-
-
-KERNELS = {"numpy": _numpy_kv_update, "torch": _torch_kv_update}
-"""Kernels of `kv_update_p` per backend name: buffers in, buffers out, pools written in place."""
-
-
 def _kv_update_eval(k_pool, v_pool, write, k_new, v_new, read):
     """Evaluate on concrete tensors: the kernel of the operands' backend on their buffers."""
     device = k_pool.device
@@ -114,6 +104,54 @@ kv_update_p = define_op(
     "tenferro_infer.kv_update.v1", _kv_update_rule, nin=6, multiple_results=True, effects=True,
     differentiable=False, decomposition=_kv_update_eval,
     doc="Write new K/V rows into their pool slots in place, then gather the slots a step reads.")
+
+
+def _paged_attention_rule(k_pool, v_pool, write, k_new, v_new, read, q, *extra, width,
+                          has_q_index, has_out_index, has_mask):
+    """(tokens, n_heads * head_dim): the attention of `q` (tokens, n_heads, head_dim) over the
+    K/V rows `read` (batch, context) after the new rows are written."""
+    name = "tenferro_infer.paged_attention"
+    hkv, d = k_pool.shape[2:]
+    _kv_update_rule(k_pool, v_pool, write, k_new, v_new, read)
+    if len(extra) != has_q_index + has_out_index + has_mask:
+        raise ShapeError(f"{name}: expected {has_q_index + has_out_index + has_mask} index/mask "
+                         f"operands after q (q_index, out_index, mask as flagged), got {len(extra)}")
+    if q.ndim != 3 or q.dtype != k_pool.dtype or q.shape[2] != d or q.shape[1] % hkv:
+        raise ShapeError(f"{name}: q must be {k_pool.dtype} (tokens, n_heads, {d}) with n_heads a "
+                         f"multiple of {hkv}, got {q.dtype}{list(q.shape)}")
+    b = read.shape[0]
+    rows = b * width
+    if has_out_index:
+        rows = extra[has_q_index].shape[0]
+    return (rows, q.shape[1] * q.shape[2]), q.dtype
+
+
+def _paged_attention_eval(k_pool, v_pool, write, k_new, v_new, read, q, *extra, width,
+                          has_q_index, has_out_index, has_mask):
+    """The kernel of the operands' backend on their buffers (CPU devices), else the same math
+    as tenferro ops: `kv_update_p` and `_attend_arrays` compiled per shape."""
+    it = iter(extra)
+    q_index, out_index, mask = (next(it) if flag else None for flag in (has_q_index, has_out_index, has_mask))
+    device = k_pool.device
+    kernel = PAGED_ATTENTION.get(device.backend.name) if getattr(device, "id", None) == "cpu" else None
+    if kernel is None:
+        kc, vc = kv_update_p.bind(k_pool, v_pool, write, k_new, v_new, read)
+        return _attend_compiled(q, kc, vc, q_index, out_index, mask, width)
+    bufs = [None if a is None else a._buf for a in (q_index, out_index, mask)]
+    out = kernel(k_pool._buf, v_pool._buf, write._buf, k_new._buf, v_new._buf, read._buf, q._buf, *bufs,
+                 width)
+    (shape, dtype) = _paged_attention_rule(k_pool, v_pool, write, k_new, v_new, read, q, *extra, width=width,
+                                           has_q_index=has_q_index, has_out_index=has_out_index,
+                                           has_mask=has_mask)
+    return Tensor._new(out, Aval(shape, dtype, device))
+
+
+_FLAG = (p_bool, False)
+paged_attention_p = define_op(
+    "tenferro_infer.paged_attention.v1", _paged_attention_rule, nin=None, effects=True,
+    differentiable=False, decomposition=_paged_attention_eval,
+    payload={"width": (p_nonneg_int, 1), "has_q_index": _FLAG, "has_out_index": _FLAG, "has_mask": _FLAG},
+    doc="kv_update's write and gather, then softmax(q k^T / sqrt(d) + mask) v over the gathered rows.")
 
 
 def copy_slots(cache: Any, src: np.ndarray, dst: np.ndarray) -> None:
@@ -202,8 +240,15 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, k_pool: Tensor, v_pool: Ten
     if plan.write is None:
         raise ShapeError("paged_attention: the plan was built without cache slots; build it with "
                          "plan_attention(..., slots=[...]) or call dense_attention")
-    kc, vc = kv_update_p.bind(k_pool, v_pool, plan.write, k, v, plan.read)
-    return _attend(q, kc, vc, plan)
+    t, h, d = q.shape
+    hkv = k_pool.shape[2]
+    if h % hkv or k_pool.shape[3] != d:
+        raise ShapeError(f"attention: {h} query heads of size {d} cannot share {hkv} KV heads of "
+                         f"size {k_pool.shape[3]}; n_heads must be a multiple of n_kv_heads")
+    extra = [a for a in (plan.q_index, plan.out_index, plan.mask) if a is not None]
+    return paged_attention_p.bind(k_pool, v_pool, plan.write, k, v, plan.read, q, *extra,
+                                  width=plan.width, has_q_index=plan.q_index is not None,
+                                  has_out_index=plan.out_index is not None, has_mask=plan.mask is not None)
 
 
 def dense_attention(q: Tensor, k: Tensor, v: Tensor, plan: AttentionPlan) -> Tensor:

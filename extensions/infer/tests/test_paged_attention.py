@@ -133,3 +133,51 @@ def test_kv_update_rejects_bad_shapes():
     q = xp.zeros((2, 3, 8), dtype=xp.float32)
     with pytest.raises(ShapeError, match="kv_heads"):
         reference_attention(q, xp.zeros((2, 2, 8), dtype=xp.float32), xp.zeros((2, 2, 8), dtype=xp.float32))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=15, deadline=None)
+@given(block_size=st.sampled_from([8, 16]),
+       news=st.lists(st.integers(1, 6), min_size=1, max_size=3),
+       cached=st.lists(st.integers(0, 20), min_size=3, max_size=3), seed=st.integers(0, 2**16))
+def test_the_one_kernel_op_equals_its_tenferro_decomposition(device, block_size, news, cached, seed):
+    """`paged_attention_p`'s NumPy/torch kernel against the same step through `kv_update_p`
+    and the compiled `_attend_arrays` (its decomposition, what a GPU runs), on two caches
+    written alike: varlen batches (padding gathers and masks) and single sequences."""
+    from tenferro_infer.attention import _attend
+
+    cfg = tiny_llama_config(n_layers=1, hidden_size=H * D, n_heads=H, n_kv_heads=HKV)
+    got = []
+    for fast in (True, False):
+        cache = KVCache.from_budget(cfg, tokens=200, block_size=block_size, device=device)
+        r = np.random.default_rng(seed)
+        tables = [cache.allocate(list(range(50 * i, 50 * i + c + n))) for i, (c, n) in
+                  enumerate(zip(cached, news))]
+        plan = plan_attention(news, cached[:len(news)], [t.slots(0, c + n) for t, c, n in
+                                                          zip(tables, cached, news)], device)
+        t = sum(news)
+        q, k, v = (xp.asarray(_rand(r, t, h, D), device=device) for h in (H, HKV, HKV))
+        pool = (cache.k_pools[0], cache.v_pools[0])
+        if fast:
+            got.append(paged_attention(q, k, v, *pool, plan).numpy())
+        else:
+            kc, vc = kv_update_p.bind(*pool, plan.write, k, v, plan.read)
+            got.append(_attend(q, kc, vc, plan).numpy())
+    np.testing.assert_allclose(got[0], got[1], rtol=1e-5, atol=1e-6)
+
+
+def test_the_op_names_what_it_expected():
+    from tenferro_infer.attention import paged_attention_p
+
+    cfg = tiny_llama_config(n_layers=1, hidden_size=H * D, n_heads=H, n_kv_heads=HKV)
+    cache = KVCache.from_budget(cfg, tokens=32, block_size=8, device="numpy:cpu")
+    slots = xp.asarray(np.arange(2, dtype=np.int64))
+    kv = xp.asarray(np.zeros((2, HKV, D), np.float32))
+    bad_q = xp.asarray(np.zeros((2, H, D + 1), np.float32))
+    with pytest.raises(ShapeError, match=r"q must be float32 \(tokens, n_heads"):
+        paged_attention_p.bind(cache.k_pools[0], cache.v_pools[0], slots, kv, kv,
+                               xp.reshape(slots, (1, 2)), bad_q, width=2)
+    with pytest.raises(ShapeError, match="index/mask operands"):
+        paged_attention_p.bind(cache.k_pools[0], cache.v_pools[0], slots, kv, kv,
+                               xp.reshape(slots, (1, 2)), xp.asarray(np.zeros((2, H, D), np.float32)),
+                               width=2, has_mask=True)
