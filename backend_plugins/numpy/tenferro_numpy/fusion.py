@@ -140,6 +140,53 @@ def _layout_exact(graph: Any, kernels: list) -> bool:
     return True
 
 
+def _expanded(node: Any) -> tuple:
+    """The broadcast_in_dim operand's shape with size-1 axes where the result broadcasts."""
+    shape, dims = node.params["shape"], node.params["broadcast_dimensions"]
+    expanded = [1] * len(shape)
+    for j, d in enumerate(dims):
+        expanded[d] = node.inputs[0].aval.shape[j]
+    return tuple(expanded)
+
+
+def _lazy_broadcasts(graph: Any, kernels: list) -> set[int]:
+    """The broadcast_in_dim nodes that may stay a reshape to `_expanded` (NumPy's ufuncs
+    broadcast size-1 axes themselves): no group output, and every user a ufunc node whose
+    operands' shapes broadcast to its result's shape. np.broadcast_to is ~3 us of Python."""
+    from tenferro_runtime.graph import Var
+
+    outputs = {v for v in graph.outputs if isinstance(v, Var)}
+    producer: dict[Any, int] = {}
+    users: dict[Any, list] = {}
+    for i, n in enumerate(graph.nodes):
+        producer.update((v, i) for v in n.outputs)
+        for v in n.inputs:
+            users.setdefault(v, []).append(i)
+    lazy = {i for i, (n, k) in enumerate(zip(graph.nodes, kernels))
+            if k is K._broadcast_in_dim and n.outputs[0] not in outputs and users.get(n.outputs[0])
+            and all(_node_ufunc(graph, graph.nodes[j], kernels[j]) is not None for j in users[n.outputs[0]])}
+
+    def shape(v: Any) -> tuple:
+        i = producer.get(v)
+        return _expanded(graph.nodes[i]) if i in lazy else v.aval.shape
+
+    changed = True
+    while changed:
+        changed = False
+        for i in sorted(lazy):
+            for j in users[graph.nodes[i].outputs[0]]:
+                node = graph.nodes[j]
+                try:
+                    ok = np.broadcast_shapes(*(shape(v) for v in node.inputs)) == node.outputs[0].aval.shape
+                except ValueError:
+                    ok = False
+                if not ok:
+                    lazy.discard(i)
+                    changed = True
+                    break
+    return lazy
+
+
 def _body(graph: Any, kernels: list, glb: dict, names: dict, reuse: bool,
           c_order: bool = False) -> tuple[list[str], bool, bool]:
     """Statement lines computing `graph`'s nodes and returning its outputs, whether they need
@@ -157,6 +204,7 @@ def _body(graph: Any, kernels: list, glb: dict, names: dict, reuse: bool,
     info: dict[int, tuple] = {}  # scratch buffer -> (shape, dtype)
     lines: list[str] = []
     quiet = reused = False
+    lazy = _lazy_broadcasts(graph, kernels)
 
     def bind(v: Any, name: str, bufs: frozenset) -> None:
         names[v], alias[v] = name, bufs
@@ -205,11 +253,10 @@ def _body(graph: Any, kernels: list, glb: dict, names: dict, reuse: bool,
                 lines.append(f"{uf[0].__name__}({', '.join(a)}, {out_arg})")
             bind(out, name, bufs)
         elif k is K._broadcast_in_dim:
-            shape, dims = node.params["shape"], node.params["broadcast_dimensions"]
-            expanded = [1] * len(shape)
-            for j, d in enumerate(dims):
-                expanded[d] = ins[0].aval.shape[j]
-            lines.append(f"v{i} = np.broadcast_to({a[0]}.reshape({tuple(expanded)}), {shape})")
+            view = (a[0] if _expanded(node) == ins[0].aval.shape else
+                    f"{a[0]}.reshape({_expanded(node)})")
+            lines.append(f"v{i} = {view}" if i in lazy else
+                         f"v{i} = np.broadcast_to({view}, {node.params['shape']})")
             bind(out, f"v{i}", inner)
         elif k is K._convert and reuse and (b := scratch(i, out, ins)) is not None:
             src = a[0]

@@ -173,7 +173,7 @@ def _convert(x, *, new_dtype):
 
 
 def _slice(x, *, start_indices, limit_indices, strides):
-    return x[(*(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides)), ...)]
+    return x[(*map(slice, start_indices, limit_indices, strides), ...)]
 
 
 def _clamped_starts(shape, starts, sizes):

@@ -305,3 +305,50 @@ def test_unbatched_dot_general_takes_views_and_matches_einsum(sizes, data, layou
     want = np.einsum(spec, lhs.astype(np.float64), rhs.astype(np.float64))
     assert got.dtype == np.float32 and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1, int(np.prod([sizes[i] for i in lc]))))
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.sampled_from([0, 1, 3]), cols=st.sampled_from([1, 4]), transposed=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_fused_broadcasts_feeding_ufuncs_stay_reshapes(rows, cols, transposed, seed):
+    """A broadcast whose users are ufuncs that broadcast to their result's shape is emitted
+    as a reshape (no np.broadcast_to); one whose ufunc would then come out smaller (two
+    broadcasts of one element), or that is a group output, is materialized. The group's
+    results are bitwise the node-by-node evaluation's, for transposed operands too."""
+    from tenferro_numpy.fusion import fused_kernel, generated_source
+    from tenferro_runtime import trace
+    from tenferro_runtime.graph import eval_graph
+    from tenferro_runtime.graph_prims import fused_p
+    from tenferro_runtime.passes.fusion import fuse_elementwise
+
+    rng = np.random.default_rng(seed)
+    raw = rng.standard_normal((cols, rows) if transposed else (rows, cols)).astype(np.float32)
+    x = xp.asarray(raw.T if transposed else raw)
+    col = xp.asarray(rng.standard_normal((rows, 1)).astype(np.float32))
+    one = xp.asarray(rng.standard_normal(()).astype(np.float32))
+
+    def f(x, col, one):
+        scaled = x * lax.rsqrt(col * col + 1.0)  # (rows, 1) -> (rows, cols): a reshape
+        ones = xp.broadcast_to(one, (rows, cols))
+        twos = xp.broadcast_to(one * 2.0, (rows, cols))
+        out = xp.broadcast_to(one * 3.0, (rows, cols))  # a group output: materialized
+        return scaled + ones * twos, out  # ones * twos: one of them materialized (but for 1 x 1)
+
+    graph = fuse_elementwise(trace(f, x, col, one))
+    env = dict(zip(graph.inputs, (x, col, one)))
+    for node in graph.nodes:  # the fused groups, each bitwise its node-by-node evaluation
+        assert node.prim is fused_p
+        sub = node.params["graph"]
+        args = [env[v] for v in node.inputs]
+        want = eval_graph(sub, *args)
+        got = fused_kernel(*(a.numpy() for a in args), graph=sub)
+        assert len(got) == len(want) == len(node.outputs)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.numpy().dtype
+            assert np.ascontiguousarray(g).tobytes() == np.ascontiguousarray(w.numpy()).tobytes()
+        env.update(zip(node.outputs, want))
+        src = generated_source(sub)
+        bodies = 1 + ("if _ok(" in src)  # a strided-operand body beside the C-ordered one
+        materialized = ((graph.outputs[0] in node.outputs and rows * cols != 1)
+                        + (graph.outputs[1] in node.outputs))
+        assert src.count("np.broadcast_to(") == bodies * materialized, src
