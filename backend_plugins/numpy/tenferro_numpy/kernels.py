@@ -58,11 +58,22 @@ def _logistic(x):
     with np.errstate(**_QUIET):
         if x.dtype.kind == "c":
             return np.reciprocal(1 + np.exp(-x), out=...)
-        from scipy.special import expit
-
+        expit = _EXPIT or _load_expit()
         if x.dtype == np.float16:  # expit has no float16 loop; it would return float32
             return expit(x.astype(np.float32), out=...).astype(np.float16)
         return expit(x, out=...)
+
+
+_EXPIT = None
+
+
+def _load_expit():
+    """scipy.special.expit, imported on the first logistic (scipy is not imported before)."""
+    global _EXPIT
+    from scipy.special import expit
+
+    _EXPIT = expit
+    return expit
 
 
 def _imag(x):
@@ -269,6 +280,9 @@ def _full(*, shape, fill_value, dtype, device):
         return np.full(shape, value.astype(npd, casting="unsafe"), dtype=npd)
 
 
+_REDUCE_UFUNC = {np.sum: np.add, np.prod: np.multiply, np.max: np.maximum, np.min: np.minimum}
+
+
 def _reducer(fn, keep_dtype, elementwise=None):
     """A reduction kernel; `elementwise` (max, min, and, or: exact in any order; add: the
     window's elements summed in order, as accurate as NumPy's pairwise sum for at most 16
@@ -276,8 +290,11 @@ def _reducer(fn, keep_dtype, elementwise=None):
     NumPy's reduce is 10-20x slower at (each output pays its inner-loop set-up: pooling
     windows and their gradients' tie counts, for instance)."""
 
+    if fn in _REDUCE_UFUNC:  # np.sum and co. as their ufunc's reduce: no Python wrapper
+        fn = _REDUCE_UFUNC[fn].reduce
+
     def kernel(x, *, axes):
-        with np.errstate(**_QUIET):
+        with np.errstate(**_QUIET):  # a user's "error" warnings filter would beat the module filter
             if (elementwise is not None and _few_per_output(x.shape, axes)
                     and not (elementwise is np.add and x.dtype == np.float16)):  # NumPy sums it in float32
                 return _by_slices(elementwise, x, axes)

@@ -181,3 +181,35 @@ def test_the_op_names_what_it_expected():
         paged_attention_p.bind(cache.k_pools[0], cache.v_pools[0], slots, kv, kv,
                                xp.reshape(slots, (1, 2)), xp.asarray(np.zeros((2, H, D), np.float32)),
                                width=2, has_mask=True)
+
+
+@pytest.mark.parametrize("news", [[1], [3, 1, 2]])
+def test_the_ops_cost_rules_count_what_their_decomposition_does(news):
+    """The energy estimate reads the ops' cost rules: paged_attention_p's FLOPs are those of
+    the tenferro graph it replaces (q k^T, softmax, p v; within 10%: the graph also scales
+    q and masks), kv_update_p's are zero, and both move bytes."""
+    from tenferro_infer.attention import _attend_arrays, paged_attention_p
+    from tenferro_runtime import trace
+    from tenferro_runtime.cost import graph_cost, op_cost
+
+    cfg = tiny_llama_config(n_layers=1, hidden_size=H * D, n_heads=H, n_kv_heads=HKV)
+    cache = KVCache.from_budget(cfg, tokens=200, block_size=8, device="numpy:cpu")
+    tables = [cache.allocate(list(range(50 * i, 50 * i + 5 + n))) for i, n in enumerate(news)]
+    plan = plan_attention(news, [5] * len(news), [t.slots(0, 5 + n) for t, n in zip(tables, news)],
+                          "numpy:cpu")
+    r = np.random.default_rng(0)
+    q, k, v = (xp.asarray(_rand(r, sum(news), h, D)) for h in (H, HKV, HKV))
+    pool = (cache.k_pools[0], cache.v_pools[0])
+    kc, vc = kv_update_p.bind(*pool, plan.write, k, v, plan.read)
+    want = graph_cost(trace(lambda q, kc, vc: _attend_arrays(q, kc, vc, plan.q_index, plan.out_index,
+                                                             plan.mask, plan.width), q, kc, vc))
+    extra = [a for a in (plan.q_index, plan.out_index, plan.mask) if a is not None]
+    ins = [*pool, plan.write, k, v, plan.read, q, *extra]
+    out = paged_attention(q, k, v, *pool, plan)
+    params = {"width": plan.width, "has_q_index": plan.q_index is not None,
+              "has_out_index": plan.out_index is not None, "has_mask": plan.mask is not None}
+    rt = q.device.runtime
+    got = op_cost(rt, paged_attention_p, [a._aval for a in ins], [out._aval], params)
+    assert abs(got.flops - want.flops) <= 0.1 * want.flops and got.bytes > 0
+    kv = op_cost(rt, kv_update_p, [a._aval for a in ins[:6]], [kc._aval, vc._aval], {})
+    assert kv.flops == 0 and kv.bytes > 0
