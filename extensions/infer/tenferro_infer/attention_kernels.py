@@ -21,7 +21,7 @@ def numpy_kv_update(k_pool, v_pool, write, k_new, v_new, read):
     if write.shape[0]:
         kf[write] = k_new
         vf[write] = v_new
-    return kf[read], vf[read]
+    return kf.take(read, axis=0), vf.take(read, axis=0)  # fancy indexing's result, a third faster
 
 
 def torch_kv_update(k_pool, v_pool, write, k_new, v_new, read):

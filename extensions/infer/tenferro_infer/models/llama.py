@@ -71,10 +71,12 @@ class LlamaModel:
         self._inv_freq = 1.0 / (config.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
         self._rot = dev(_rotate_half_matrix(d))
         # Everything of a layer but attention is row-wise: compiled once per row count (the
-        # same functions serve every layer, weights are arguments), it runs as two generated
-        # plans per layer instead of ~35 eager ops.
+        # same functions serve every layer, weights are arguments), it runs as one generated
+        # plan between two attentions (a layer's end and the next one's start) instead of ~35
+        # eager ops.
         many = dict(maxsize=1024, recompile_warning=1 << 20)
         self._pre, self._post = compile(self._layer_pre, **many), compile(self._layer_post, **many)
+        self._post_pre = compile(self._layer_post_pre, **many)
 
     def _rms(self, x: Tensor) -> Tensor:
         """x / rms(x); the gain is folded into the next projection (or applied by the caller)."""
@@ -106,6 +108,12 @@ class LlamaModel:
         g, u = gu[:, :f], gu[:, f:]
         return x + linear(g * lax.logistic(g) * u, w_down)
 
+    def _layer_post_pre(self, x: Tensor, a: Tensor, w_o: Tensor, w_gate_up: Tensor, w_down: Tensor,
+                        w_qkv: Tensor, cos: Tensor, sin: Tensor) -> tuple:
+        """A layer's `_layer_post` and the next one's `_layer_pre` as one compiled call."""
+        x = self._layer_post(x, a, w_o, w_gate_up, w_down)
+        return (x, *self._layer_pre(x, w_qkv, cos, sin))
+
     def forward(self, batch: StepBatch) -> Tensor:
         """Logits (rows asked for, vocab) of a varlen step: per sequence in order, its "last",
         "all" or no new positions. Writes the step's K/V into ``batch.cache`` when it has one."""
@@ -113,10 +121,15 @@ class LlamaModel:
         prep = prepare(c, batch, self.device)
         cos, sin = self._rope_tables(prep.positions)
         x = xp.take(self.embed, prep.ids, axis=0)
+        q, k, v = self._pre(x, self.layers[0]["qkv"], cos, sin)
+        last = len(self.layers) - 1
         for i, lw in enumerate(self.layers):
-            q, k, v = self._pre(x, lw["qkv"], cos, sin)
             a = attention(q, k, v, batch, i, prep.plan)
-            x = self._post(x, a, lw["o"], lw["gate_up"], lw["down"])
+            if i < last:
+                x, q, k, v = self._post_pre(x, a, lw["o"], lw["gate_up"], lw["down"],
+                                            self.layers[i + 1]["qkv"], cos, sin)
+            else:
+                x = self._post(x, a, lw["o"], lw["gate_up"], lw["down"])
         finish(batch, prep)
         if prep.logit_rows is None:
             return xp.zeros((0, c.vocab_size), dtype=xp.float32, device=self.device)
