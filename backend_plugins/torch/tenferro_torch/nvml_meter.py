@@ -13,9 +13,10 @@ name ``pynvml``, imported on first probe or read, never by importing this module
 
 * NVML itself is queried at most every `min_query_interval` (100 ms, the counter's update
   period): a query took ~4 ms on a lent H100 and H200 (virtual machines), and the inference
-  engine reads its meter twice a decode step, which cost 8 ms of a 48 ms token. A read sooner than that after the last query extends the
-  last reading with the last power seen (labelled approximate); the counter could not have
-  told more, as it moves only every ~100 ms.
+  engine reads its meter twice a decode step, which cost 8 ms of a 48 ms token. A read
+  sooner than that after the last query extends the last reading with the last power seen
+  (labelled approximate); the counter could not have told more, as it moves only every
+  ~100 ms.
 
 Errors (pynvml missing, NVML not starting, a counter going back, a 0 W or NaN power sample)
 are `MeterError`s, so accounting falls back to the next meter.

@@ -93,8 +93,7 @@ def _torch_attention(k_pool, v_pool, write, k_new, v_new, read, q, q_index, out_
     qs = qs.reshape(b, w, hkv, g, d).permute(0, 2, 3, 1, 4).reshape(b, hkv, g * w, d)
     scores = torch.matmul(qs, kc.permute(0, 2, 3, 1))
     if mask is not None:
-        scores = torch.where(mask, scores.reshape(b, hkv, g, w, c),
-                             torch.tensor(-math.inf, dtype=scores.dtype, device=scores.device))
+        scores = torch.where(mask, scores.reshape(b, hkv, g, w, c), -math.inf)
         scores = scores.reshape(b, hkv, g * w, c)
     e = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
     p = e / e.sum(dim=-1, keepdim=True)

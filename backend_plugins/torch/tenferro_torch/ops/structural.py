@@ -33,7 +33,7 @@ def convert(x, *, new_dtype):
 
 
 def _slice(x, *, start_indices, limit_indices, strides):
-    return x[tuple(slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))]
+    return x[tuple(map(slice, start_indices, limit_indices, strides))]
 
 
 def _window(shape, starts, sizes) -> tuple[slice, ...]:
