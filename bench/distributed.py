@@ -10,7 +10,7 @@
 Timings are medians of interleaved rounds (every variant timed in each round, side by side),
 so a machine loaded by other work shifts all of them alike; read the ratios, not the times.
 
-    python bench/distributed.py [--rounds 7] [--steps 10] [--quick]
+    python bench/distributed.py [--rounds 7] [--steps 10] [--quick] [--device torch:cpu]
 """
 
 from __future__ import annotations
@@ -74,10 +74,10 @@ def bench_steps(args) -> list[str]:
         variants = {}
         for key, sync, ov in (("tf dp", True, False), ("tf dp overlap", True, True),
                               ("tf compute", False, False)):
-            variants[key] = _tf_variant(model, x_np, y_np, sync, ov)
+            variants[key] = _tf_variant(model, x_np, y_np, sync, ov, args.device)
         if args.tape:
             for mode in ("on_ready", "after", "compute"):
-                variants[f"tape {mode}"] = _tape_variant(model, x_np, y_np, mode)
+                variants[f"tape {mode}"] = _tape_variant(model, x_np, y_np, mode, args.device)
         variants["torch ddp"] = _torch_variant(DistributedDataParallel(_torch_model(name)), x_np, y_np)
         variants["torch compute"] = _torch_variant(_torch_model(name), x_np, y_np)
         for fn in variants.values():  # warm-up: traces, connections, allocations
@@ -88,7 +88,7 @@ def bench_steps(args) -> list[str]:
             for k, fn in variants.items():
                 times[k].append(_timer(fn, args.steps))
         med = {k: statistics.median(v) for k, v in times.items()}
-        lines.append(f"{name} (batch {bs} per rank, 2 ranks): " + ", ".join(
+        lines.append(f"{name} (batch {bs} per rank, 2 ranks, tenferro on {args.device}): " + ", ".join(
             f"{k} {1e3 * v:.2f} ms" for k, v in med.items()))
         lines.append(f"  tenferro DP / PyTorch DDP: {med['tf dp'] / med['torch ddp']:.2f}x "
                      f"(overlap=True: {med['tf dp overlap'] / med['torch ddp']:.2f}x); step / compute-only: "
@@ -102,8 +102,8 @@ def bench_steps(args) -> list[str]:
     return lines
 
 
-def _tf_variant(model, x_np, y_np, sync: bool, overlap: bool):
-    """A step function of its own model copy and data."""
+def _tf_variant(model, x_np, y_np, sync: bool, overlap: bool, device: str):
+    """A step function of its own model copy and data, on `device`."""
     import tenferro_nn as nn
     from tenferro_ad import value_and_grad
     from tenferro_distributed.data_parallel import allreduce_gradients
@@ -111,8 +111,8 @@ def _tf_variant(model, x_np, y_np, sync: bool, overlap: bool):
     from tenferro_runtime import compile
 
     opt = nn.Adam(lr=1e-3)
-    x, y = xp.asarray(x_np), xp.asarray(y_np)
-    m = nn.map_tensors(lambda t: xp.asarray(np.array(t)), model)  # its own buffers (donated)
+    x, y = xp.asarray(x_np, device=device), xp.asarray(y_np, device=device)
+    m = nn.map_tensors(lambda t: xp.asarray(np.array(t), device=device), model)  # its own (donated)
     state = [m, opt.init(m)]
 
     def step(m, st, x, y):
@@ -129,7 +129,7 @@ def _tf_variant(model, x_np, y_np, sync: bool, overlap: bool):
     return run
 
 
-def _tape_variant(model, x_np, y_np, mode: str):
+def _tape_variant(model, x_np, y_np, mode: str, device: str):
     """An eager GradientTape step: DataParallel.gradient (buckets started by on_ready), the
     gradient then allreduce_gradients, or no communication."""
     import tenferro_nn as nn
@@ -137,11 +137,11 @@ def _tape_variant(model, x_np, y_np, mode: str):
     from tenferro_distributed.data_parallel import DataParallel
     from tenferro_runtime import array_api as xp
 
-    m = nn.map_tensors(lambda t: xp.asarray(np.array(t)), model)
+    m = nn.map_tensors(lambda t: xp.asarray(np.array(t), device=device), model)
     dp = DataParallel(m)
     params = dp.parameters()
     opt = nn.Adam(params, lr=1e-3)
-    x, y = xp.asarray(x_np), xp.asarray(y_np)
+    x, y = xp.asarray(x_np, device=device), xp.asarray(y_np, device=device)
 
     def run():
         with GradientTape() as tape:
@@ -212,6 +212,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer message sizes")
     ap.add_argument("--skip-collectives", action="store_true")
     ap.add_argument("--tape", action="store_true", help="also the eager GradientTape step")
+    ap.add_argument("--device", default="numpy:cpu", help="tenferro's device for the steps")
     args = ap.parse_args()
     if "RANK" in os.environ:
         worker(args)
