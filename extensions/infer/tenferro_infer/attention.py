@@ -119,10 +119,23 @@ def _paged_attention_rule(k_pool, v_pool, write, k_new, v_new, read, q, *extra, 
     if q.ndim != 3 or q.dtype != k_pool.dtype or q.shape[2] != d or q.shape[1] % hkv:
         raise ShapeError(f"{name}: q must be {k_pool.dtype} (tokens, n_heads, {d}) with n_heads a "
                          f"multiple of {hkv}, got {q.dtype}{list(q.shape)}")
-    b = read.shape[0]
-    rows = b * width
-    if has_out_index:
-        rows = extra[has_q_index].shape[0]
+    if read.ndim != 2:
+        raise ShapeError(f"{name}: read slots must be (batch, context), got shape {list(read.shape)}; "
+                         f"build them with plan_attention")
+    b, c = read.shape
+    it = iter(extra)
+    q_index, out_index, mask = (next(it) if flag else None for flag in (has_q_index, has_out_index, has_mask))
+    for what, idx in (("q_index", q_index), ("out_index", out_index)):
+        if idx is not None and (idx.ndim != 1 or idx.dtype.kind not in "iu"):
+            raise ShapeError(f"{name}: {what} must be 1-d integers, got {idx.dtype}{list(idx.shape)}")
+    padded = q_index.shape[0] if q_index is not None else q.shape[0]
+    if padded != b * width:
+        raise ShapeError(f"{name}: {b} sequences of width {width} need {b * width} query rows, got "
+                         f"{padded}{' from q_index' if q_index is not None else ''}")
+    if mask is not None and (mask.dtype.kind != "b" or mask.shape != (b, 1, 1, width, c)):
+        raise ShapeError(f"{name}: mask must be bool {[b, 1, 1, width, c]}, got "
+                         f"{mask.dtype}{list(mask.shape)}")
+    rows = out_index.shape[0] if out_index is not None else b * width
     return (rows, q.shape[1] * q.shape[2]), q.dtype
 
 
@@ -314,4 +327,4 @@ def reference_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
 
 
 __all__ = ["KERNELS", "AttentionPlan", "copy_slots", "dense_attention", "kv_update_p",
-           "paged_attention", "plan_attention", "reference_attention"]
+           "paged_attention", "paged_attention_p", "plan_attention", "reference_attention"]

@@ -177,6 +177,17 @@ def test_the_op_names_what_it_expected():
     with pytest.raises(ShapeError, match=r"q must be float32 \(tokens, n_heads"):
         paged_attention_p.bind(cache.k_pools[0], cache.v_pools[0], slots, kv, kv,
                                xp.reshape(slots, (1, 2)), bad_q, width=2)
+    with pytest.raises(ShapeError, match="need 3 query rows, got 2"):
+        paged_attention_p.bind(cache.k_pools[0], cache.v_pools[0], slots, kv, kv,
+                               xp.reshape(slots, (1, 2)), xp.asarray(np.zeros((2, H, D), np.float32)),
+                               width=3)
+    with pytest.raises(ShapeError, match="read slots must be"):
+        paged_attention_p.bind(cache.k_pools[0], cache.v_pools[0], slots, kv, kv, slots,
+                               xp.asarray(np.zeros((2, H, D), np.float32)), width=2)
+    with pytest.raises(ShapeError, match="mask must be bool"):
+        paged_attention_p.bind(cache.k_pools[0], cache.v_pools[0], slots, kv, kv,
+                               xp.reshape(slots, (1, 2)), xp.asarray(np.zeros((2, H, D), np.float32)),
+                               xp.asarray(np.ones((1, 2), bool)), width=2, has_mask=True)
     with pytest.raises(ShapeError, match="index/mask operands"):
         paged_attention_p.bind(cache.k_pools[0], cache.v_pools[0], slots, kv, kv,
                                xp.reshape(slots, (1, 2)), xp.asarray(np.zeros((2, H, D), np.float32)),
