@@ -106,6 +106,12 @@ kv_update_p = define_op(
     doc="Write new K/V rows into their pool slots in place, then gather the slots a step reads.")
 
 
+def _optional(extra: tuple, *flags: bool) -> list:
+    """The operands after q as (q_index, out_index, mask), None for each one not flagged."""
+    it = iter(extra)
+    return [next(it) if flag else None for flag in flags]
+
+
 def _paged_attention_rule(k_pool, v_pool, write, k_new, v_new, read, q, *extra, width,
                           has_q_index, has_out_index, has_mask):
     """(tokens, n_heads * head_dim): the attention of `q` (tokens, n_heads, head_dim) over the
@@ -123,8 +129,7 @@ def _paged_attention_rule(k_pool, v_pool, write, k_new, v_new, read, q, *extra, 
         raise ShapeError(f"{name}: read slots must be (batch, context), got shape {list(read.shape)}; "
                          f"build them with plan_attention")
     b, c = read.shape
-    it = iter(extra)
-    q_index, out_index, mask = (next(it) if flag else None for flag in (has_q_index, has_out_index, has_mask))
+    q_index, out_index, mask = _optional(extra, has_q_index, has_out_index, has_mask)
     for what, idx in (("q_index", q_index), ("out_index", out_index)):
         if idx is not None and (idx.ndim != 1 or idx.dtype.kind not in "iu"):
             raise ShapeError(f"{name}: {what} must be 1-d integers, got {idx.dtype}{list(idx.shape)}")
@@ -143,8 +148,7 @@ def _paged_attention_eval(k_pool, v_pool, write, k_new, v_new, read, q, *extra, 
                           has_q_index, has_out_index, has_mask):
     """The kernel of the operands' backend on their buffers (CPU devices), else the same math
     as tenferro ops: `kv_update_p` and `_attend_arrays` compiled per shape."""
-    it = iter(extra)
-    q_index, out_index, mask = (next(it) if flag else None for flag in (has_q_index, has_out_index, has_mask))
+    q_index, out_index, mask = _optional(extra, has_q_index, has_out_index, has_mask)
     device = k_pool.device
     kernel = PAGED_ATTENTION.get(device.backend.name) if getattr(device, "id", None) == "cpu" else None
     if kernel is None:
@@ -250,11 +254,6 @@ def paged_attention(q: Tensor, k: Tensor, v: Tensor, k_pool: Tensor, v_pool: Ten
     if plan.write is None:
         raise ShapeError("paged_attention: the plan was built without cache slots; build it with "
                          "plan_attention(..., slots=[...]) or call dense_attention")
-    t, h, d = q.shape
-    hkv = k_pool.shape[2]
-    if h % hkv or k_pool.shape[3] != d:
-        raise ShapeError(f"attention: {h} query heads of size {d} cannot share {hkv} KV heads of "
-                         f"size {k_pool.shape[3]}; n_heads must be a multiple of n_kv_heads")
     extra = [a for a in (plan.q_index, plan.out_index, plan.mask) if a is not None]
     return paged_attention_p.bind(k_pool, v_pool, plan.write, k, v, plan.read, q, *extra,
                                   width=plan.width, has_q_index=plan.q_index is not None,

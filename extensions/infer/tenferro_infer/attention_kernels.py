@@ -71,13 +71,14 @@ def torch_paged_attention(k_pool, v_pool, write, k_new, v_new, read, q, q_index,
     import torch
 
     n = torch.get_num_threads()
-    if q.device.type != "cpu" or n == 1 or q.shape[1] * width * read.numel() > SMALL_SCORES:
-        return _torch_attention(k_pool, v_pool, write, k_new, v_new, read, q, q_index, out_index, mask, width)
-    torch.set_num_threads(1)
+    one = q.device.type == "cpu" and n > 1 and q.shape[1] * width * read.numel() <= SMALL_SCORES
+    if one:
+        torch.set_num_threads(1)
     try:
         return _torch_attention(k_pool, v_pool, write, k_new, v_new, read, q, q_index, out_index, mask, width)
     finally:
-        torch.set_num_threads(n)
+        if one:
+            torch.set_num_threads(n)
 
 
 def _torch_attention(k_pool, v_pool, write, k_new, v_new, read, q, q_index, out_index, mask, width):
