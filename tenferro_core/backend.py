@@ -77,6 +77,10 @@ OPTIONAL_BACKEND_ATTRS: dict[str, str] = {
     "compile": "compile(graph, device) -> run(buffers) -> buffers for a whole graph, or None",
     "out_kernel": "out_kernel(name, kernel) -> fn(*bufs, out) writing into `out`, or None",
     "donatable": "donatable(buf, others) -> True when a donated input's buffer may be written",
+    "unstack": "unstack(buf) -> the buffers of buf's slices along its leading axis (views where "
+               "the backend can): a scan's per-iteration operands",
+    "stack": "stack(bufs) -> one fresh buffer of equal-shaped buffers on a new leading axis: a "
+             "scan's stacked outputs",
     "preferred_conv_layout": "str: 'channels_first' or 'channels_last', the faster conv layout",
     "device_name": "device_name(device) -> the hardware's name (energy profiles), or None",
     "set_threads": "set_threads(n) -> None: use at most n threads for this backend's kernels "

@@ -168,11 +168,13 @@ def _while_out(avals: tuple, *, cond: Any, body: Any, cond_nconsts: int, body_nc
 
 def _run_while(*ops: Tensor, cond: Any, body: Any, cond_nconsts: int, body_nconsts: int) -> tuple:
     cc, bc, carry = _while_split(ops, cond_nconsts, body_nconsts)
-    carry = list(carry)
     with eager_only():
-        while _host(cond.run([*cc, *carry])[0], "while's predicate"):
-            carry = body.run([*bc, *carry])
-    return tuple(carry)
+        test, step = Runner(cond), Runner(body)
+        pred_aval = out_avals(cond)[0]
+        cc, bc, cur = test.unwrap(cc), step.unwrap(bc), step.unwrap(carry)
+        while _host(test.wrap(test.run([*cc, *cur])[:1], (pred_aval,))[0], "while's predicate"):
+            cur = step.run([*bc, *cur])
+        return tuple(step.wrap(cur, [c._aval for c in carry]))
 
 
 WHILE_SCHEMA = {"cond": (_callee, REQUIRED), "body": (_callee, REQUIRED),
@@ -213,23 +215,73 @@ def _run_scan(*ops: Tensor, body: Any, length: int, reverse: bool, num_consts: i
     from . import array_api as xp
 
     consts, carry, xs = scan_split(ops, num_consts, num_carry)
-    carry = list(carry)
     y_avals = out_avals(body)[num_carry:]
     ys: list[list] = [[] for _ in y_avals]
     with eager_only():
-        slices = [_unstack(body, x, length) for x in xs]
-        for step in range(length):
-            i = length - 1 - step if reverse else step
-            out = body.run([*consts, *carry, *[s[i] for s in slices]])
-            carry = out[:num_carry]
+        step = Runner(body)
+        slices = [step.unstack(x) if step.native(x) else step.unwrap(_unstack(body, x, length)) for x in xs]
+        fixed, cur = step.unwrap(consts), step.unwrap(carry)
+        for k in range(length):
+            i = length - 1 - k if reverse else k
+            out = step.run([*fixed, *cur, *[s[i] for s in slices]])
+            cur = out[:num_carry]
             for acc, y in zip(ys, out[num_carry:]):
                 acc.append(y)
         if reverse:
             ys = [acc[::-1] for acc in ys]
-        stacked = [_stack(body, acc, a) if acc else
-                   xp.zeros((0, *a.shape), dtype=a.dtype, device=a.device)
+        stacked = [xp.zeros((0, *a.shape), dtype=a.dtype, device=a.device) if not acc else
+                   step.stack(acc, a) if step.native(a) else
+                   _stack(body, step.wrap(acc, [a] * length), a)
                    for acc, a in zip(ys, y_avals)]
-    return (*carry, *stacked)
+        return (*step.wrap(cur, [c._aval for c in carry]), *stacked)
+
+
+class Runner:
+    """A callee run once per iteration: on buffers where its executable runs on buffers (a
+    plan, a backend's or executor's runner), so a loop pays no tensor wrapping per step;
+    on tensors otherwise. `unwrap`/`wrap` convert at the loop's ends; where the buffers'
+    backend has `unstack`/`stack` (optional backend methods), a scan's operands are sliced
+    and its outputs stacked by them (`native`)."""
+
+    __slots__ = ("run", "buffers")
+
+    def __init__(self, callee: Any):
+        run = getattr(callee.executable(), "run_buffers", None)
+        fixed = [(k, v) for k, v in enumerate(callee.optimized().outputs) if not hasattr(v, "aval")]
+        self.buffers = run is not None and all(type(v) is Tensor for _, v in fixed)
+        if not self.buffers:
+            self.run = callee.run
+        elif fixed:  # a fixed output's entry is None in a plan's result
+            fixed_bufs = tuple((k, v._buf) for k, v in fixed)
+
+            def run_fixed(bufs: list, run: Any = run, fixed: tuple = fixed_bufs) -> list:
+                out = list(run(bufs))
+                for k, b in fixed:
+                    out[k] = b
+                return out
+
+            self.run = run_fixed
+        else:
+            self.run = run
+
+    def unwrap(self, tensors: Sequence[Tensor]) -> list:
+        return [t._buf for t in tensors] if self.buffers else list(tensors)
+
+    def wrap(self, values: Sequence[Any], avals: Sequence[Aval]) -> list:
+        return [Tensor._new(b, a) for b, a in zip(values, avals)] if self.buffers else list(values)
+
+    def native(self, x: Any) -> bool:
+        """True where the loop runs on buffers of a backend with `unstack` and `stack`."""
+        backend = (x._aval if isinstance(x, Tensor) else x).device.backend
+        return self.buffers and getattr(backend, "unstack", None) is not None and \
+            getattr(backend, "stack", None) is not None
+
+    def unstack(self, x: Tensor) -> list:
+        return x._aval.device.backend.unstack(x._buf)
+
+    def stack(self, bufs: list, aval: Aval) -> Tensor:
+        stacked = Aval((len(bufs), *aval.shape), aval.dtype, aval.device)
+        return Tensor._new(aval.device.backend.stack(bufs), stacked)
 
 
 def _unstack(body: Any, x: Tensor, length: int) -> list:

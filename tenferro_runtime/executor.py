@@ -52,6 +52,11 @@ class PlanExecutable:
     def run(self, args: tuple) -> list:
         return self.plan.run(args)
 
+    def run_buffers(self, bufs: list) -> list:
+        """Output buffers from input buffers (a loop's body run without tensor wrappers); a
+        fixed output's entry is None."""
+        return self.plan.run_buffers(bufs)
+
 
 class BackendExecutable:
     """What an executor or a backend's compile(graph, device) returned: a function of input
@@ -73,14 +78,18 @@ class BackendExecutable:
         self._check = True
 
     def run(self, args: tuple) -> list:
+        return wrap_outputs(self.run_buffers([a._buf for a in args]), self.wrap)
+
+    def run_buffers(self, bufs: list) -> list:
+        """Output buffers from input buffers, checked as `run` checks them."""
         try:
-            outs = self.fn([a._buf for a in args])
+            outs = self.fn(bufs)
         except Exception as exc:
             raise failed(None, self.device, exc, who=self.who)  # noqa: B904
         if self._check:
             check_outputs(self.who, self.device, self._avals, outs)
             self._check = self.device.runtime.check_kernels
-        return wrap_outputs(outs, self.wrap)
+        return outs
 
 
 def graph_device(graph: Graph) -> Any:

@@ -36,6 +36,7 @@ Examples per (primitive, dtype) are a third of the active hypothesis profile's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from typing import Any
 
@@ -424,6 +425,18 @@ class BackendConformance:
                 assert form is None or callable(form), f"out_kernel({prim.name!r}) is {form!r}"
         if "donatable" in has:
             assert backend.donatable(t._buf, 0) in (True, False)
+        for shape in ((3, 2), (4,), (1, 0, 2)):  # rows of matrices, of scalars, of empty arrays
+            if "unstack" in has:
+                want = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+                buf = asarray(want, device=dev)._buf if D.float32 in dev.dtypes else None
+                if buf is not None:
+                    rows = backend.unstack(buf)
+                    assert len(rows) == shape[0]
+                    for row, w in zip(rows, want):
+                        assert tuple(backend.describe(row)[0]) == w.shape
+                        np.testing.assert_array_equal(backend.to_host(row), w)
+                    if "stack" in has:
+                        np.testing.assert_array_equal(backend.to_host(backend.stack(rows)), want)
         if "preferred_conv_layout" in has:
             assert backend.preferred_conv_layout in ("channels_first", "channels_last")
         if "device_name" in has:

@@ -119,6 +119,14 @@ class NumpyBackend:
         executor counted besides its own, is 0: no other tensor, view or caller's array)."""
         return others <= 0 and type(buf) is np.ndarray and buf.base is None and buf.flags.writeable
 
+    def unstack(self, buf: Any) -> list:
+        """Views of `buf`'s slices along axis 0 (`x[i, ...]`: a 0-d array, not a scalar, for 1-D)."""
+        return [buf[i, ...] for i in range(buf.shape[0])]
+
+    def stack(self, bufs: Any) -> Any:
+        """The buffers stacked on a new axis 0."""
+        return np.stack(bufs)
+
     def claims(self, obj: Any) -> str | None:
         """NumPy arrays are this backend's buffers."""
         return "cpu" if isinstance(obj, np.ndarray) else None

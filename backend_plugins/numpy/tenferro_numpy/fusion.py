@@ -98,7 +98,8 @@ def _compile(graph: Any) -> tuple[Any, str]:
     kernels = [kernel(n.prim) for n in graph.nodes]
     if any(k is None for k in kernels):  # a decomposition runs: evaluate the group node by node
         return partial(_via_eval, graph), "# eval_graph (a node has no numpy kernel)"
-    glb: dict[str, Any] = {"np": np, "__name__": __name__, "_ok": _c_ordered, "_QUIET": K._QUIET}
+    glb: dict[str, Any] = {"np": np, "__name__": __name__, "_ok": _c_ordered, "_QUIET": K._QUIET,
+                           "_set": K.quiet_on, "_reset": K.quiet_off}
     names: dict[Any, str] = {}
     args = [f"b{i}" for i in range(len(graph.inputs))]
     names.update(zip(graph.inputs, args))
@@ -108,9 +109,7 @@ def _compile(graph: Any) -> tuple[Any, str]:
     fast, quiet, reused = _body(graph, kernels, glb, dict(names), reuse=True, c_order=exact)
     lines = [f"def fused({', '.join(args)}):"]
     if exact:  # any memory order: scratch buffers are allocated C-ordered and reused
-        if quiet:
-            lines.append("    with np.errstate(**_QUIET):")
-        lines += ["    " * (2 if quiet else 1) + s for s in fast]
+        lines += _quieted(fast, 1) if quiet else ["    " + s for s in fast]
         src = "\n".join(lines) + "\n"
         exec(compile(src, f"<tenferro_numpy fused group {id(graph):#x}>", "exec"), glb)
         return glb["fused"], src
@@ -118,13 +117,18 @@ def _compile(graph: Any) -> tuple[Any, str]:
     if reused and all(_c_ordered(c._buf) for c in graph.consts.values()):
         checks = " and ".join(f"_ok({a})" for a in args) or "True"
         lines.append(f"    if {checks}:")
-        if quiet:
-            lines.append("        with np.errstate(**_QUIET):")
-        lines += ["    " * (3 if quiet else 2) + s for s in fast]
+        lines += _quieted(fast, 2) if quiet else ["        " + s for s in fast]
     lines += ["    " + s for s in plain]
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<tenferro_numpy fused group {id(graph):#x}>", "exec"), glb)
     return glb["fused"], src
+
+
+def _quieted(body: list, depth: int) -> list:
+    """`body`'s lines at `depth` run with NumPy's IEEE warnings off (`kernels.quiet_on`)."""
+    pad = "    " * depth
+    return [f"{pad}_t = _set()", f"{pad}try:", *[f"{pad}    {s}" for s in body],
+            f"{pad}finally:", f"{pad}    _reset(_t)"]
 
 
 def _layout_exact(graph: Any, kernels: list) -> bool:

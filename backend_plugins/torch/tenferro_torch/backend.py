@@ -163,6 +163,14 @@ class TorchBackend:
             return buf.view(torch.int16).numpy().view(D.bfloat16.numpy)
         return buf.numpy()
 
+    def unstack(self, buf: Any) -> list:
+        """Views of `buf`'s slices along dim 0 (`unbind`)."""
+        return list(buf.unbind(0))
+
+    def stack(self, bufs: Any) -> Any:
+        """The tensors stacked on a new dim 0."""
+        return _torch().stack(list(bufs))
+
     def describe(self, buf: Any) -> tuple[tuple[int, ...], D.DType]:
         from .ops.common import FROM_TORCH
 
