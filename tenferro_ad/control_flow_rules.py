@@ -9,9 +9,11 @@ primal graph (primals -> results and the residuals the tangent part reads) and a
   others'); a second `cond` of the tangent branches reads them. Transpose: a `cond` of the
   transposed tangent branches.
 - `scan`: which carry tangents are nonzero is found by a fixed point; the primal scan stacks
-  the residuals per iteration (as JAX does; residuals that are loop constants are passed once),
-  the tangent scan reads them as xs. Transpose: the linear scan run the other way, the carry
-  holding the carry cotangent and the constants' accumulated cotangents.
+  the residuals per iteration (as JAX does; residuals that are loop constants are passed
+  once, residuals that are xs are read from the xs), the tangent scan reads them as xs.
+  Transpose: the linear scan run the other way, the carry holding the carry cotangent and
+  the constants' accumulated cotangents, except those that are one product per iteration
+  (a recurrent weight's): their operands are stacked and multiplied once after the loop.
 - `while`: forward mode runs one loop over the joint body. Reverse mode would need every
   iteration's residuals with no trip count known ahead, and is a `MissingRuleError` naming
   `scan` and `fori_loop` with static bounds.
@@ -26,7 +28,7 @@ from tenferro_core.errors import MissingRuleError
 from tenferro_runtime import lax
 from tenferro_runtime.compiled import Callee
 from tenferro_runtime.control_flow_prims import cond_p, scan_p, scan_split, while_p
-from tenferro_runtime.graph import Graph, GraphTrace, Var, eval_graph, trace
+from tenferro_runtime.graph import Graph, GraphTrace, Var, dead_code_elimination, eval_graph, trace
 
 from .ad_util import Zero, instantiate, is_undefined, is_zero
 from .call_rules import _transpose, split
@@ -238,14 +240,15 @@ def scan_jvp(primals: tuple, tangents: tuple, *, body: Callee, length: int, reve
         primal_out = [*outs[:num_carry], *outs[num_carry + nt:num_carry + nt + n_out - num_carry]]
         t_out = [*outs[num_carry:num_carry + nt], *outs[num_carry + nt + n_out - num_carry:]]
         return _with_tangents(primal_out, iter(t_out), out_nz)
-    primal, tangent, const_res = parts[3], parts[4], parts[5]
+    primal, tangent, const_res, x_res = parts[3], parts[4], parts[5], parts[6]
     outs = scan_p.bind(*consts, *carry, *xs, body=primal, num_consts=num_consts, num_carry=num_carry,
                        **common)
     primal_out, stacked = outs[:n_out], outs[n_out:]
     rc = [consts[k] for k in const_res]
+    rx = [xs[k] for k in x_res]
     t_out = iter(())
     if any(out_nz):
-        t_out = iter(scan_p.bind(*rc, *c_live, *ct_live, *stacked, *x_live, body=tangent,
+        t_out = iter(scan_p.bind(*rc, *c_live, *ct_live, *stacked, *rx, *x_live, body=tangent,
                                  num_consts=len(rc) + len(c_live), num_carry=len(ct_live), **common))
     return _with_tangents(primal_out, t_out, out_nz)
 
@@ -268,13 +271,16 @@ def _scan_jvp_parts(body: Callee, c_nz: tuple, carry_nz: tuple, x_nz: tuple, n_c
         return "joint", carry_nz, out_nz, Callee(g, f"jvp({body.name})")
     primal, tangent, residuals = s
     const_vars = {v: k for k, v in enumerate(ins[:n_c])}
+    x_vars = {v: k for k, v in enumerate(ins[n_c + n_carry:n_in])}
     const_res = [const_vars[v] for v in residuals if v in const_vars]
-    stacked = [v for v in residuals if v not in const_vars]
+    x_res = [x_vars[v] for v in residuals if v in x_vars]  # read from the xs as they are
+    stacked = [v for v in residuals if v not in const_vars and v not in x_vars]
     primal = primal.replace(outputs=[*primal.outputs[:n_out], *stacked])
     rc_vars = [ins[k] for k in const_res]
-    tangent = tangent.replace(inputs=[*rc_vars, *ct_in, *cat_in, *stacked, *xt_in])
+    rx_vars = [ins[n_c + n_carry + k] for k in x_res]
+    tangent = tangent.replace(inputs=[*rc_vars, *ct_in, *cat_in, *stacked, *rx_vars, *xt_in])
     return ("split", carry_nz, out_nz, Callee(primal, f"jvp({body.name}).primal"),
-            Callee(tangent, f"jvp({body.name}).tangent"), tuple(const_res))
+            Callee(tangent, f"jvp({body.name}).tangent"), tuple(const_res), tuple(x_res))
 
 
 def scan_transpose(cts: tuple, *ops: Any, body: Callee, length: int, reverse: bool, num_consts: int,
@@ -282,11 +288,11 @@ def scan_transpose(cts: tuple, *ops: Any, body: Callee, length: int, reverse: bo
     consts, carry, xs = scan_split(ops, num_consts, num_carry)
     c_unknown = tuple(is_undefined(c) for c in consts)
     x_unknown = tuple(is_undefined(x) for x in xs)
-    transposed = body.derived(("scan_transpose", c_unknown, x_unknown),
-                              lambda: _scan_transposed(body, c_unknown, x_unknown, num_carry))
+    transposed, how = body.derived(("scan_transpose", c_unknown, x_unknown),
+                                   lambda: _scan_transposed(body, c_unknown, x_unknown, num_carry))
     kc = [c for c in consts if not is_undefined(c)]
     kx = [x for x in xs if not is_undefined(x)]
-    acc = [_zeros(c.aval) for c in consts if is_undefined(c)]
+    acc = [_zeros(c.aval) for c, h in zip((c for c in consts if is_undefined(c)), how) if h[0] == "acc"]
     ct_carry = [instantiate(c) for c in cts[:num_carry]]
     ct_ys = [instantiate(c) for c in cts[num_carry:]]
     outs = scan_p.bind(*kc, *acc, *ct_carry, *kx, *ct_ys, body=transposed, length=length,
@@ -294,15 +300,43 @@ def scan_transpose(cts: tuple, *ops: Any, body: Callee, length: int, reverse: bo
                        unroll=unroll)
     acc_out = iter(outs[:len(acc)])
     carry_ct = outs[len(acc):len(acc) + num_carry]
-    x_ct = iter(outs[len(acc) + num_carry:])
-    return (*[next(acc_out) if u else None for u in c_unknown],
+    n_xu = sum(x_unknown)
+    x_ct = iter(outs[len(acc) + num_carry:len(acc) + num_carry + n_xu])
+    per_step = [*kx, *ct_ys], outs[len(acc) + num_carry + n_xu:]
+    c_ct = iter([next(acc_out) if h[0] == "acc" else _hoisted(h, per_step) for h in how])
+    return (*[next(c_ct) if u else None for u in c_unknown],
             *[ct if is_undefined(c) else None for c, ct in zip(carry, carry_ct)],
             *[next(x_ct) if u else None for u in x_unknown])
 
 
-def _scan_transposed(body: Callee, c_unknown: tuple, x_unknown: tuple, n_carry: int) -> Callee:
-    """The body of the transposed scan: (known consts; const cotangent accumulators, carry
-    cotangent; known x_i, y_i cotangents) -> (accumulators, carry cotangent; x_i cotangents)."""
+def _hoisted(how: tuple, per_step: tuple) -> Any:
+    """A constant's cotangent from values stacked over the iterations: the sum over them of
+    one product per iteration as a single product contracting the iteration axis too, or of
+    a stacked value as one reduction."""
+    def stacked(src: tuple) -> Any:
+        return per_step[0 if src[0] == "x" else 1][src[1]]
+
+    if how[0] == "sum":
+        return lax.reduce_sum(stacked(how[1]), axes=(0,))
+    _, prim, a, b, params = how
+    (lc, rc), _ = params["contracting_dims"], params["batch_dims"]
+    dims = ((0, *(c + 1 for c in lc)), (0, *(c + 1 for c in rc)))
+    return prim.bind(stacked(a), stacked(b), **{**params, "contracting_dims": dims})
+
+
+def _scan_transposed(body: Callee, c_unknown: tuple, x_unknown: tuple, n_carry: int) -> tuple:
+    """(the body of the transposed scan, how each unknown constant's cotangent is made).
+
+    The body: (known consts; accumulators, carry cotangent; known x_i, y_i cotangents) ->
+    (accumulators, carry cotangent; x_i cotangents; values stacked for the constants).
+    A constant's cotangent is accumulated in the carry (``("acc",)``) unless, per iteration,
+    it is one unbatched product of per-iteration values (a weight's gradient in a recurrent
+    cell, ``h_t^T dz_t``): then the product's operands are stacked and multiplied once after
+    the loop, contracting the iteration axis (``("dot", prim, lhs, rhs, params)``), one large
+    product instead of one small product and one addition per iteration, as cuDNN's RNNs do;
+    a cotangent that is itself a stacked value is summed after the loop (``("sum", src)``).
+    A source is ``("x", k)`` (the transposed scan's k-th xs operand) or ``("y", k)`` (its
+    k-th extra stacked output)."""
     graph = body.graph
     n_c = len(c_unknown)
     c_vars, carry_vars, x_vars = scan_split(graph.inputs, n_c, n_carry)
@@ -313,20 +347,67 @@ def _scan_transposed(body: Callee, c_unknown: tuple, x_unknown: tuple, n_carry: 
     n_kc, n_uc, n_kx = len(kc_vars), len(uc_avals), len(kx_vars)
 
     def backward(*ins: Any) -> list:
-        kc, acc = ins[:n_kc], ins[n_kc:n_kc + n_uc]
-        ct_carry = ins[n_kc + n_uc:n_kc + n_uc + n_carry]
-        kx, ct_y = ins[n_kc + n_uc + n_carry:n_kc + n_uc + n_carry + n_kx], ins[n_kc + n_uc + n_carry + n_kx:]
+        kc, ct_carry = ins[:n_kc], ins[n_kc:n_kc + n_carry]
+        kx, ct_y = ins[n_kc + n_carry:n_kc + n_carry + n_kx], ins[n_kc + n_carry + n_kx:]
         known = {**graph.consts, **dict(zip(kc_vars, kc)), **dict(zip(kx_vars, kx))}
         in_cts = backward_pass(graph.replace(consts=known), [*ct_carry, *ct_y])
         c_cts, carry_cts, x_cts = scan_split(in_cts, n_c, n_carry)
-        uc_cts = [instantiate(c) for c, u in zip(c_cts, c_unknown) if u]
-        new_acc = [a + c for a, c in zip(acc, uc_cts)]
-        return [*new_acc, *[instantiate(c) for c in carry_cts],
+        return [*[instantiate(c) for c, u in zip(c_cts, c_unknown) if u],
+                *[instantiate(c) for c in carry_cts],
                 *[instantiate(c) for c, u in zip(x_cts, x_unknown) if u]]
 
-    avals = [*[v.aval for v in kc_vars], *uc_avals, *out_avals[:n_carry], *[v.aval for v in kx_vars],
-             *out_avals[n_carry:]]
-    return Callee(trace(backward, *avals).replace(out_tree=None), f"transpose({body.name})")
+    step_avals = [*[v.aval for v in kc_vars], *out_avals[:n_carry], *[v.aval for v in kx_vars],
+                  *out_avals[n_carry:]]
+    step = trace(backward, *step_avals)
+    how, accumulated, stacked = _const_cotangents(step, n_uc, n_kc + n_carry)
+    rest = step.outputs[n_uc:]
+    step = dead_code_elimination(step.replace(outputs=[*accumulated, *rest, *stacked], out_tree=None))
+    n_acc = len(accumulated)
+    acc_avals = [a for a, h in zip(uc_avals, how) if h[0] == "acc"]
+
+    def with_accumulators(*ins: Any) -> list:
+        kc, acc, others = ins[:n_kc], ins[n_kc:n_kc + n_acc], ins[n_kc + n_acc:]
+        outs = eval_graph(step, *kc, *others)
+        return [*[a + c for a, c in zip(acc, outs[:n_acc])], *outs[n_acc:]]
+
+    avals = [*step_avals[:n_kc], *acc_avals, *step_avals[n_kc:]]
+    transposed = trace(with_accumulators, *avals).replace(out_tree=None)
+    return Callee(transposed, f"transpose({body.name})"), tuple(how)
+
+
+def _const_cotangents(step: Graph, n_uc: int, first_x: int) -> tuple[list, list, list]:
+    """(how each of `step`'s first `n_uc` outputs becomes a constant's cotangent, the outputs
+    accumulated in the carry, the values to stack): see `_scan_transposed`. Inputs from
+    `first_x` on are the transposed scan's xs."""
+    producer = {o: n for n in step.nodes for o in n.outputs}
+    xs = {v: k for k, v in enumerate(step.inputs[first_x:])}
+    stacked: list = []
+
+    def source(v: Any, add: bool) -> tuple | None:
+        if not isinstance(v, Var):
+            return None
+        if v in xs:
+            return ("x", xs[v])
+        if v in stacked:
+            return ("y", stacked.index(v))
+        if add and v in producer:
+            stacked.append(v)
+            return ("y", len(stacked) - 1)
+        return None
+
+    how: list = [None] * n_uc
+    for k, o in enumerate(step.outputs[:n_uc]):
+        node = producer.get(o) if isinstance(o, Var) else None
+        if (node is not None and node.prim.name == "dot_general" and node.params["batch_dims"] == ((), ())
+                and all(source(v, False) is not None or v in producer for v in node.inputs)):
+            a, b = (source(v, True) for v in node.inputs)
+            how[k] = ("dot", node.prim, a, b, dict(node.params))
+    for k, o in enumerate(step.outputs[:n_uc]):
+        if how[k] is None:
+            src = source(o, False)
+            how[k] = ("sum", src) if src is not None else ("acc",)
+    accumulated = [o for o, h in zip(step.outputs[:n_uc], how) if h[0] == "acc"]
+    return how, accumulated, stacked
 
 
 def register(registry: Any) -> None:

@@ -1,0 +1,145 @@
+"""Recurrent cells in `scan`: gradients whose per-iteration weight products are hoisted out
+of the transposed loop (one product contracting the iteration axis) against finite
+differences (second order), the unrolled Python loop and torch.func; the loop runner's
+buffer path (fixed outputs, 1-D and 0-size xs) against Python loops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cf_programs import DEVICES, close, values
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import tenferro_ad as ad
+from tenferro_ad.testing import check_grads
+from tenferro_runtime import array_api as xp
+from tenferro_runtime import compile, lax
+
+
+def cell(params, h, x):
+    wx, wh, b = params
+    return xp.tanh(x @ wx + h @ wh + b)
+
+
+def rnn_loss(params, xs, target, reverse=False, unrolled=False):
+    h0 = xp.zeros((xs.shape[1], params[1].shape[0]), dtype=xs.dtype, device=xs.device)
+    if unrolled:
+        h, hs = h0, [None] * xs.shape[0]
+        for t in (range(xs.shape[0])[::-1] if reverse else range(xs.shape[0])):
+            h = cell(params, h, xs[t])
+            hs[t] = h
+        ys = xp.stack(hs) if hs else xp.zeros((0, *h0.shape), dtype=xs.dtype, device=xs.device)
+    else:
+        h, ys = lax.scan(lambda c, x: (cell(params, c, x),) * 2, h0, xs, reverse=reverse)
+    # every step's state and the last one: products of ys and of the carry both reach the weights
+    return xp.sum((ys - target) * (ys - target)) + xp.sum(h * params[1][0])
+
+
+def data(seed, length, batch=3, n_in=2, hidden=4, dtype=np.float64):
+    r = np.random.default_rng(seed)
+    params = (r.normal(size=(n_in, hidden)) / 2, r.normal(size=(hidden, hidden)) / 3, r.normal(size=hidden))
+    xs = r.normal(size=(length, batch, n_in))
+    target = r.normal(size=(length, batch, hidden))
+    return [a.astype(dtype) for a in params], xs.astype(dtype), target.astype(dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=5, deadline=None)
+@given(st.integers(0, 5), st.booleans(), st.integers(1, 3), st.integers(0, 2**16))
+@example(0, False, 1, 0).via("no iterations: the hoisted products contract an empty axis")
+@example(1, True, 1, 1).via("one iteration, one row")
+def test_rnn_gradients_match_the_unrolled_loop(device, length, reverse, batch, seed):
+    params, xs, target = data(seed, length, batch)
+    tp = [xp.asarray(p, device=device) for p in params]
+    tx, tt = xp.asarray(xs, device=device), xp.asarray(target, device=device)
+    want = ad.grad(lambda p: rnn_loss(p, tx, tt, reverse, unrolled=True))(tp)
+    g = ad.grad(lambda p: rnn_loss(p, tx, tt, reverse))
+    for got in (g(tp), compile(g)(tp)):
+        for a, b in zip(got, want):
+            close(a, b.numpy(), 1e-9)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rnn_gradients_match_finite_differences_second_order(device):
+    params, xs, target = data(3, 4)
+    tp = [xp.asarray(p, device=device) for p in params]
+    tx, tt = xp.asarray(xs, device=device), xp.asarray(target, device=device)
+    check_grads(lambda wx, wh, b: rnn_loss((wx, wh, b), tx, tt), tuple(tp), order=2, atol=1e-5, rtol=1e-5)
+    check_grads(lambda wx, wh, b: rnn_loss((wx, wh, b), tx, tt, reverse=True), tuple(tp), order=1,
+                atol=1e-5, rtol=1e-5)
+
+
+def test_rnn_gradients_match_torch_func():
+    torch = pytest.importorskip("torch")
+    params, xs, target = data(7, 6, 5)
+
+    def torch_loss(wx, wh, b):
+        h = torch.zeros(xs.shape[1], wh.shape[0], dtype=torch.float64)
+        hs = []
+        for t in range(xs.shape[0]):
+            h = torch.tanh(torch.as_tensor(xs[t]) @ wx + h @ wh + b)
+            hs.append(h)
+        ys = torch.stack(hs)
+        return ((ys - torch.as_tensor(target)) ** 2).sum() + (h * wh[0]).sum()
+
+    want = torch.func.grad(torch_loss, argnums=(0, 1, 2))(*[torch.as_tensor(p) for p in params])
+    tp = [xp.asarray(p) for p in params]
+    got = compile(ad.grad(lambda p: rnn_loss(p, xp.asarray(xs), xp.asarray(target))))(tp)
+    for a, b in zip(got, want):
+        close(a, b.numpy(), 1e-9)
+
+
+def test_weight_products_leave_the_transposed_loop():
+    """The backward scan's body multiplies by the recurrent weight once (the carry's
+    cotangent); the weights' cotangents are products after the loop, contracting the
+    iteration axis with the batch axis."""
+    params, xs, target = data(1, 5)
+    tp = [xp.asarray(p) for p in params]
+    g = compile(ad.grad(lambda p: rnn_loss(p, xp.asarray(xs), xp.asarray(target))))
+    graph = g.lower(tp)
+    scans = [n for n in graph.nodes if n.prim.name == "scan"]
+    backward = scans[-1].params["body"].graph
+    assert sum(n.prim.name == "dot_general" for n in backward.nodes) == 1
+    hoisted = [n for n in graph.nodes if n.prim.name == "dot_general"
+               and n.params["contracting_dims"] == ((0, 1), (0, 1))]
+    assert len(hoisted) == 2  # d/dWx and d/dWh
+    assert scans[0].params["num_consts"] + scans[0].params["num_carry"] + 1 == len(scans[0].inputs)
+
+
+def test_a_product_with_a_loop_constant_stays_accumulated():
+    """A cotangent that is a product with a loop constant (not per-iteration values on both
+    sides) is accumulated in the carry as before."""
+    r = np.random.default_rng(2)
+    a, w, xs = r.normal(size=(3, 3)), r.normal(size=(3, 3)), r.normal(size=(4, 3, 3))
+
+    def f(w, xs):  # d/dw of sum(a @ (w * x_t)) = a^T-weighted x_t: a product with the constant a
+        c, _ = lax.scan(lambda c, x: (c + xp.asarray(a) @ (w * x), None), xp.zeros((3, 3)), xs)
+        return xp.sum(c * c)
+
+    check_grads(f, (xp.asarray(w), xp.asarray(xs)), order=2, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 4), st.booleans(), st.integers(0, 2**16), st.booleans())
+def test_loop_runner_fixed_outputs_and_scalar_xs(device, length, reverse, seed, compiled):
+    """A body returning a constant, xs of one number per step, an empty second xs."""
+    xs0 = values(seed, length)
+
+    def f(c, xs, empty):
+        def body(c, x):
+            return c * 0.5 + x[0], (xp.asarray(2.0, device=device), x[0] * c, x[1])
+        return lax.scan(body, c, (xs, empty), reverse=reverse)
+
+    fn = compile(f) if compiled else f
+    c, (twos, prods, e) = fn(xp.asarray(1.0, device=device), xp.asarray(xs0, device=device),
+                             xp.zeros((length, 0), device=device))
+    want_c, want_p = 1.0, [0.0] * length
+    for i in (range(length)[::-1] if reverse else range(length)):
+        want_p[i] = xs0[i] * want_c
+        want_c = want_c * 0.5 + xs0[i]
+    close(c, want_c)
+    close(twos, [2.0] * length)
+    close(prods, want_p)
+    assert e.shape == (length, 0)
