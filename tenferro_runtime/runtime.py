@@ -23,6 +23,7 @@ from tenferro_core.primitive import Primitive
 
 from . import control_flow_prims, graph_prims
 from .caches import Caches
+from .heap import keep_freed_memory
 from .threads import apply_threads, resolve_threads
 
 
@@ -180,7 +181,8 @@ class Runtime:
     else the CPUs this process may use, see `tenferro_runtime.threads`) is how many threads
     each backend's kernels may use; it is handed to a backend's ``set_threads`` when this
     runtime first makes one of its devices (thread pools are process-wide: the runtime that
-    applied last wins).
+    applied last wins). The first runtime keeps freed memory in the process heap (glibc;
+    `tenferro_runtime.heap`, ``TENFERRO_HEAP=system`` to leave malloc alone).
     """
 
     def __init__(self, plugins: Iterable[Any] = (), *, reports: Iterable[PluginReport] = (),
@@ -188,6 +190,7 @@ class Runtime:
                  dispatch_cache_size: int = 8192, default_float_dtype: Any = None,
                  threads: int | None = None):
         self._default_float = _default_float(default_float_dtype)
+        keep_freed_memory()  # process-wide, once (tenferro_runtime.heap)
         self._threads, self.threads_source = resolve_threads(threads)
         self._threads_applied: set[str] = set()  # backends this runtime gave its threads
         if check_kernels is None:
