@@ -92,15 +92,18 @@ def test_rnn_gradients_match_torch_func():
 
 def test_weight_products_leave_the_transposed_loop():
     """The backward scan's body multiplies by the recurrent weight once (the carry's
-    cotangent); the weights' cotangents are products after the loop, contracting the
-    iteration axis with the batch axis."""
+    cotangent, by a transposed copy made before the loop); the weights' cotangents are
+    products after the loop, contracting the iteration axis with the batch axis."""
     params, xs, target = data(1, 5)
     tp = [xp.asarray(p) for p in params]
     g = compile(ad.grad(lambda p: rnn_loss(p, xp.asarray(xs), xp.asarray(target))))
     graph = g.lower(tp)
     scans = [n for n in graph.nodes if n.prim.name == "scan"]
     backward = scans[-1].params["body"].graph
-    assert sum(n.prim.name == "dot_general" for n in backward.nodes) == 1
+    dots = [n for n in backward.nodes if n.prim.name == "dot_general"]
+    assert len(dots) == 1  # by W.T, made once before the loop as a row-major copy
+    assert dots[0].params["contracting_dims"] == ((1,), (0,))
+    assert dots[0].inputs[1] in backward.inputs[:scans[-1].params["num_consts"]]
     hoisted = [n for n in graph.nodes if n.prim.name == "dot_general"
                and n.params["contracting_dims"] == ((0, 1), (0, 1))]
     assert len(hoisted) == 2  # d/dWx and d/dWh

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -410,18 +411,36 @@ WIDE_NT = 2048
 """Output elements from which `_matmul2d` computes a wide x @ W.T as (W @ x.T).T."""
 
 
+def _wide(m: int, n: int, a_dtype: Any, b_dtype: Any) -> bool:
+    """Whether an (m, k) @ (k, n) product is one `_matmul2d` computes as (W @ x.T).T when its
+    right operand is a transposed row-major matrix."""
+    return 2 <= m <= 32 and n >= 4 * m and m * n >= WIDE_NT and a_dtype.char in "fd" and b_dtype == a_dtype
+
+
 def _matmul2d(a, b):
     """a @ b of matrices. OpenBLAS multiplies a row-major (m, k) by the transpose of a
     row-major (n, k), x @ W.T, up to 2.4x slower than it computes W @ x.T when few rows make
     a wide result (2 <= m <= 32, n >= 4m, m * n >= `WIDE_NT`): 16 x 576 @ 576 x 960 float32
     235 us against 126 with the copy back to row-major (the same bits in every shape
     measured; docs/performance.md). From 64 rows on the copy costs more than it saves."""
-    m, n = a.shape[0], b.shape[1]
-    if (2 <= m <= 32 and n >= 4 * m and m * n >= WIDE_NT and a.dtype.char in "fd"
-            and b.dtype == a.dtype and a.flags.c_contiguous and b.flags.f_contiguous
+    if (_wide(a.shape[0], b.shape[1], a.dtype, b.dtype) and a.flags.c_contiguous and b.flags.f_contiguous
             and not b.flags.c_contiguous):
         return np.ascontiguousarray(_matmul(b.T, a.T).T)
     return _matmul(a, b)
+
+
+def _matmul2d_for(m: int, n: int, a_dtype: Any, b_dtype: Any):
+    """`_matmul2d` for one signature: its shape and dtype tests made once (about 0.7 us a
+    call), the layout test per call only where the signature is wide."""
+    if not _wide(m, n, a_dtype, b_dtype):
+        return _matmul
+
+    def matmul2d(a, b):
+        if a.flags.c_contiguous and b.flags.f_contiguous and not b.flags.c_contiguous:
+            return np.ascontiguousarray(_matmul(b.T, a.T).T)
+        return _matmul(a, b)
+
+    return matmul2d
 
 
 def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
@@ -458,6 +477,10 @@ def dot_kernel(in_avals: tuple, params: dict):
     (one np.matmul already) keep the generic kernel."""
     (lc, rc), (lb, _) = params["contracting_dims"], params["batch_dims"]
     ls, rs = in_avals[0].shape, in_avals[1].shape
+    dt = [a.dtype.numpy for a in in_avals]
+    if len(ls) == 2 and len(rs) == 2 and lc == (1,) and rc == (0,) and not lb:
+        matmul = _matmul2d_for(ls[0], rs[1], *dt)
+        return lambda lhs, rhs, **_: matmul(lhs, rhs)
     if lb or not ls or not rs or (lc == (len(ls) - 1,) and rc == (0,) and len(ls) <= 2 and len(rs) <= 2):
         return _dot_general
     lf = [i for i in range(len(ls)) if i not in lc]
@@ -471,6 +494,7 @@ def dot_kernel(in_avals: tuple, params: dict):
     a_id, b_id = a_perm == list(range(len(ls))), b_perm == list(range(len(rs)))
     out_shape = tuple(m + n)
     out_same = out_shape == (mm, nn)
+    matmul2d = _matmul2d_for(mm, nn, *dt)
 
     def kernel(lhs, rhs, **_):
         if a_view:
@@ -482,7 +506,7 @@ def dot_kernel(in_avals: tuple, params: dict):
         else:
             b = _as_matrix(rhs, list(rc), rf, k, nn)
         if out_same:
-            return _matmul2d(a, b)
+            return matmul2d(a, b)
         return _matmul(a, b).reshape(out_shape)
 
     return kernel
@@ -553,7 +577,7 @@ KERNELS = {
     "dynamic_update_slice": _dynamic_update_slice, "pad": _pad, "concatenate": _concatenate,
     "reverse": lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x,
     "gather": _gather, "scatter": _scatter_kernel(False), "scatter_add": _scatter_kernel(True),
-    "iota": _iota, "full": _full, "copy": lambda x: np.array(x, copy=True),
+    "iota": _iota, "full": _full, "copy": lambda x: np.array(x, copy=True, order="C"),  # row-major
     "reduce_sum": _reducer(np.sum, True, np.add), "reduce_prod": _reducer(np.prod, True),
     "reduce_max": _reducer(np.max, False, np.maximum), "reduce_min": _reducer(np.min, False, np.minimum),
     "reduce_and": _reducer(np.all, False, np.logical_and),

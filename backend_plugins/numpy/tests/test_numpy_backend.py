@@ -83,6 +83,9 @@ def test_copy_is_a_fresh_buffer(matrix):
     c = lax.copy(t)
     assert not np.shares_memory(c._buf, t._buf)
     np.testing.assert_array_equal(c._buf, matrix)
+    tt = lax.copy(lax.transpose(t, permutation=(1, 0)))  # a transposed view copied row-major
+    assert tt._buf.flags.c_contiguous and not np.shares_memory(tt._buf, t._buf)
+    np.testing.assert_array_equal(tt._buf, matrix.T)
 
 
 def test_telemetry_is_labelled():
