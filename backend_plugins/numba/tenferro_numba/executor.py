@@ -1,0 +1,270 @@
+"""The ``numba`` executor: compiled graphs on numpy devices, large fused groups as generated
+parallel loops.
+
+NumPy runs a fused elementwise group one ufunc at a time, each a pass over memory: an Adam
+update of 670k parameters is 13 passes, 2.6 ms, where one loop takes 0.35 ms
+(docs/performance.md, "Train steps vs JAX"). This executor generates one numba function per
+group that computes at least `MIN_ELEMENTS` elements in `MIN_WORK` element-operations
+(codegen.py) and builds the generic plan with those kernels; every other node, and every
+group the generator declines (logged, logger ``tenferro_numba``), runs its NumPy kernel. A
+graph without such a group is declined, so small functions keep the plain plan. A call
+whose array operands are not all C-contiguous runs the group's NumPy kernel.
+
+Generated sources live in a cache folder (``TENFERRO_NUMBA_CACHE``, default
+``~/.cache/tenferro/numba``) with numba's own compiled-code cache beside them, so a group
+compiles once per machine (~0.5 s with ``parallel=True``) and loads in milliseconds after.
+Loops use the runtime's `threads`; numba's threading layer must be thread-safe (OpenMP or
+TBB: ``NUMBA_THREADING_LAYER=threadsafe`` unless set), else the groups run their NumPy kernels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .codegen import Unsupported, generate
+
+log = logging.getLogger("tenferro_numba")
+
+MIN_ELEMENTS = 1 << 15
+"""Elements a group's results hold, at least, for generated code (fewer: NumPy's kernel)."""
+MIN_WORK = 1 << 18
+"""Elements times nodes of a group, at least: a short group over few elements gains little
+and its first compile costs ~0.5 s."""
+
+_LOADED: dict[str, Any] = {}
+_LOCK = threading.Lock()
+_STATE: dict[str, Any] = {}
+
+
+def worth_generating(node: Any) -> bool:
+    """Whether a `fused` node is large enough for a generated loop."""
+    if node.prim.name != "fused":
+        return False
+    elements = sum(v.aval.size for v in node.outputs)
+    return elements >= MIN_ELEMENTS and elements * len(node.params["graph"].nodes) >= MIN_WORK
+
+
+def compile_graph(graph: Any, device: Any) -> Any:
+    """`run(input buffers) -> output buffers` for an optimized graph on a numpy device, or
+    None where this executor does not apply (the generic plan runs the graph)."""
+    if device.backend.name != "numpy" or not any(worth_generating(n) for n in graph.nodes):
+        return None
+    if _numba() is None:
+        return None
+    from tenferro_runtime.plan import build_plan
+
+    chooser = _Chooser(device)
+    plan = build_plan(graph, kernel_for=chooser.kernel_for)
+    if plan is None or not chooser.generated:
+        return None
+    log.debug("numba executor: %d generated loop(s) in a graph of %d node(s)", chooser.generated,
+              len(graph.nodes))
+    return plan.run_buffers
+
+
+def _numba() -> Any:
+    """numba, imported once with a thread-safe threading layer asked for; None if absent."""
+    with _LOCK:
+        if "numba" not in _STATE:
+            try:
+                import numba
+            except ImportError as exc:
+                log.info("numba executor: declined (numba is not importable: %s)", exc)
+                numba = None
+            if numba is not None and "NUMBA_THREADING_LAYER" not in os.environ:
+                numba.config.THREADING_LAYER = "threadsafe"
+            _STATE["numba"] = numba
+        return _STATE["numba"]
+
+
+def _start_threads(numba: Any) -> None:
+    """Start numba's thread pool (once). With OpenMP, idle workers spin: libgomp's default
+    keeps them busy ~10 ms after each loop, fighting OpenBLAS's threads for the cores (the
+    MLP SGD step 4.3 instead of 3.4 ms, its products 2x slower). So the pool loads with the
+    torch backend's brief spin (tenferro_torch.backend.OMP_SPIN_COUNT; libgomp reads it when
+    it loads), and where libgomp was already loaded with its default (torch imported before
+    tenferro imported it: numba's OpenMP layer shares torch's libgomp.so.1), the loops run
+    on one thread. The user's own GOMP_SPINCOUNT or OMP_WAIT_POLICY is theirs to keep."""
+    with _LOCK:
+        if "threads" in _STATE:
+            return
+        user = bool(os.environ.get("GOMP_SPINCOUNT") or os.environ.get("OMP_WAIT_POLICY"))
+        loaded = _libgomp_loaded()
+        torch_backend = sys.modules.get("tenferro_torch.backend")
+        brief = user or not loaded or bool(getattr(torch_backend, "OMP_SPIN_APPLIED", False))
+        if not user and not loaded:
+            os.environ["GOMP_SPINCOUNT"] = "3000"
+        try:
+            from numba.np.ufunc.parallel import _launch_threads
+
+            _launch_threads()
+        except ValueError as exc:  # no thread-safe threading layer
+            _STATE["broken"] = True
+            log.warning("numba executor: %s; fused groups run their NumPy kernels", exc)
+        finally:
+            if not user and not loaded:
+                del os.environ["GOMP_SPINCOUNT"]
+        if not brief and not _STATE.get("broken") and numba.threading_layer() == "omp":
+            log.info("numba executor: libgomp was loaded before tenferro (torch imported first) "
+                     "with its default spin; generated loops run on one thread")
+            _STATE["one_thread"] = True
+        _STATE["threads"] = True
+
+
+def _libgomp_loaded() -> bool:
+    """Whether a libgomp is mapped into this process (Linux; elsewhere assumed so)."""
+    try:
+        with open("/proc/self/maps") as f:
+            return any("libgomp" in line for line in f)
+    except OSError:
+        return True
+
+
+class _Chooser:
+    """`kernel_for` of build_plan: a generated kernel per large fused group."""
+
+    def __init__(self, device: Any):
+        self.device = device
+        self.generated = 0
+
+    def kernel_for(self, node: Any) -> Any:
+        if not worth_generating(node):
+            return None
+        try:
+            kernel = group_kernel(node.params["graph"], self.device)
+        except Unsupported as why:
+            log.info("numba executor: a fused group at %s runs its NumPy kernel: %s", node.site or "?", why)
+            return None
+        self.generated += 1
+        return kernel
+
+
+def _uniform(buf: np.ndarray) -> bool:
+    """A constant whose elements are all one value as stored: 0-d, or a stride-0 view."""
+    return buf.ndim == 0 or (buf.size > 0 and not any(buf.strides))
+
+
+def group_kernel(group: Any, device: Any) -> Any:
+    """`(*input buffers) -> [output buffers]` for fused `group`: its generated loop, or its
+    NumPy kernel where an array operand is not C-contiguous or numba cannot run."""
+    from tenferro_runtime.eager import dispatch
+    from tenferro_runtime.graph_prims import fused_p
+
+    uniform = {v: c._buf.reshape(-1)[0] for v, c in group.consts.items() if _uniform(c._buf)}
+    src = generate(group, uniform)
+    fn = load(src.text, src.name)
+    numba = _numba()
+    types = []
+    for k, (kind, what) in enumerate(src.args):
+        aval = group.inputs[what].aval if kind == "input" else what.aval
+        t = numba.from_dtype(aval.dtype.numpy)
+        types.append(t if k in src.scalar_args else numba.types.Array(t, len(aval.shape), "C"))
+    try:
+        fn.compile(tuple(types))
+    except Exception as exc:  # numba's typing or lowering refused the generated source
+        raise Unsupported(f"numba could not compile the group ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
+    in_avals = tuple(v.aval for v in group.inputs)
+    numpy_kernel = dispatch(fused_p, in_avals, {"graph": group}, device)[0]
+    fixed = {}
+    for k, (kind, what) in enumerate(src.args):
+        if kind == "const":
+            buf = group.consts[what]._buf
+            fixed[k] = (uniform[what] if what in uniform else buf[()] if buf.ndim == 0
+                        else np.ascontiguousarray(buf))
+    arrays = [k for k, (kind, _) in enumerate(src.args) if kind == "input" and k not in src.scalar_args]
+    scalars = [k for k, (kind, _) in enumerate(src.args) if kind == "input" and k in src.scalar_args]
+    dtypes = [a.dtype.numpy for a in src.result_avals]
+    zero_d = [k for k, a in enumerate(src.result_avals) if a.shape == ()]
+    outputs = [(kind, what if kind != "const" else group.consts[what]._buf) for kind, what in src.outputs]
+    _start_threads(numba)
+    threads = 1 if _STATE.get("one_thread") else max(1, min(device.runtime.threads,
+                                                            numba.config.NUMBA_NUM_THREADS))
+
+    def kernel(*bufs: Any) -> list:
+        for k in arrays:
+            if not bufs[k].flags.c_contiguous:
+                return numpy_kernel(*bufs, graph=group)
+        if _STATE.get("broken"):
+            return numpy_kernel(*bufs, graph=group)
+        args = [None] * len(src.args)
+        for k in arrays:
+            args[k] = bufs[k]
+        for k in scalars:
+            args[k] = bufs[k][()]
+        for k, value in fixed.items():
+            args[k] = value
+        if numba.get_num_threads() != threads:
+            numba.set_num_threads(threads)
+        try:
+            res = list(fn(*args))
+        except ValueError as exc:  # no thread-safe threading layer: NumPy from now on
+            if "threading layer" not in str(exc):
+                raise
+            _STATE["broken"] = True
+            log.warning("numba executor: %s; fused groups run their NumPy kernels", exc)
+            return numpy_kernel(*bufs, graph=group)
+        for k in zero_d:
+            res[k] = np.asarray(res[k], dtype=dtypes[k])
+        return [res[what] if kind == "result" else bufs[what] if kind == "input" else what
+                for kind, what in outputs]
+
+    return kernel
+
+
+def cache_dir() -> Path:
+    """Where generated sources and numba's compiled code are kept."""
+    root = os.environ.get("TENFERRO_NUMBA_CACHE")
+    if root:
+        path = Path(root)
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        path = base / "tenferro" / "numba"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError:
+        path = Path(tempfile.mkdtemp(prefix="tenferro-numba-"))
+    return path
+
+
+def load(text: str, name: str) -> Any:
+    """The numba dispatcher of generated source `text` defining `name`, loaded once per
+    process from a file of the cache folder (so numba caches its compiled code)."""
+    with _LOCK:
+        hit = _LOADED.get(text)
+        if hit is not None:
+            return hit
+        import numba
+
+        digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+        path = cache_dir() / f"g_{digest}.py"
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(f"import numba as nb\nimport numpy as np\n\n\n{text}")
+            tmp.replace(path)
+        module_name = f"tenferro_numba_generated.g_{digest}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        fn = numba.njit(parallel="nb.prange" in text, error_model="numpy", cache=True, nogil=True)(
+            getattr(module, name))
+        _LOADED[text] = fn
+        return fn
+
+
+__all__ = ["MIN_ELEMENTS", "MIN_WORK", "cache_dir", "compile_graph", "group_kernel", "load",
+           "worth_generating"]

@@ -1,0 +1,245 @@
+"""Generated numba loops for fused groups against the NumPy kernels evaluating the same group
+node by node: the same bits (values and dtypes) on drawn groups of every dtype the generator
+handles, with broadcasts (dropped axes, size-1 axes, 0-d), uniform and array constants,
+several loop shapes in one group, 0-size and 1-size shapes; the NumPy kernel where an operand
+is not C-contiguous; typed declines for what it has no code for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tenferro_core import dtypes as D
+from tenferro_numba import codegen
+from tenferro_numba.executor import group_kernel
+from tenferro_runtime import array_api as xp
+from tenferro_runtime import lax
+from tenferro_runtime.graph import eval_graph, trace
+from tenferro_runtime.runtime import default_runtime
+
+DEV = default_runtime().device("numpy:cpu")
+FLOAT_UNARY = ["neg", "abs", "sqrt", "floor", "ceil", "trunc"]
+FLOAT_BINARY = ["add", "sub", "mul", "div", "maximum", "minimum"]
+INT_UNARY = ["neg", "bitwise_not"]
+INT_BINARY = ["add", "sub", "mul", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor"]
+BOOL_UNARY = ["logical_not"]
+BOOL_BINARY = ["logical_and", "logical_or", "logical_xor", "eq", "ne"]
+COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
+DTYPES = ["float32", "float64", "int32", "int64", "uint8", "int8", "bool"]
+
+
+def _values(rng, shape, dtype):
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if np.dtype(dtype).kind == "f":
+        v = rng.uniform(-3, 3, shape)
+        if v.size:
+            v.reshape(-1)[rng.integers(0, v.size, max(1, v.size // 7))] = rng.choice(
+                [0.0, -0.0, np.inf, -np.inf, np.nan])
+        return v.astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, endpoint=True, dtype=dtype)
+
+
+def _present(host):
+    return xp.asarray(host, device=DEV)
+
+
+def same(got, want):
+    """Same dtype, shape and bits (any NaN matching any NaN)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if got.dtype.kind == "f":
+        nan = np.isnan(want)
+        assert (np.isnan(got) == nan).all()
+        assert got[~nan].tobytes() == want[~nan].tobytes()
+    else:
+        assert got.tobytes() == want.tobytes()
+
+
+@st.composite
+def programs(draw):
+    """(fn over input tensors, the input arrays): a random elementwise program."""
+    dtype = draw(st.sampled_from(DTYPES))
+    rank = draw(st.integers(1, 3))
+    space = tuple(draw(st.sampled_from((0, 1, 2, 3))) for _ in range(rank - 1)) + (
+        draw(st.sampled_from((1, 5, 33))),)
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    inputs, bcasts = [], []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(("full", "dropped", "ones", "scalar")))
+        k = draw(st.integers(0, rank - 1))
+        if kind == "scalar":
+            shape, dims = (), ()
+        elif kind == "dropped":
+            shape, dims = space[:k] + space[k + 1:], tuple(d for d in range(rank) if d != k)
+        elif kind == "ones":
+            shape, dims = space[:k] + (1,) + space[k + 1:], tuple(range(rank))
+        else:
+            shape, dims = space, tuple(range(rank))
+        inputs.append(_values(rng, shape, dtype))
+        bcasts.append(dims)
+    const_kind = draw(st.sampled_from(("none", "scalar", "uniform", "array")))
+    const = _values(rng, () if const_kind == "scalar" else space, dtype)
+    if const_kind == "uniform" and const.size:
+        const = np.broadcast_to(const.reshape(-1)[:1].reshape((1,) * rank), space)
+    ops = [(draw(st.integers(0, 99)), draw(st.integers(0, 99)), draw(st.integers(0, 99)))
+           for _ in range(draw(st.integers(1, 6)))]
+    n_out = draw(st.integers(1, 3))
+
+    def fn(*xs):
+        vals = [lax.broadcast_in_dim(x, shape=space, broadcast_dimensions=d) if x.shape != space else x
+                for x, d in zip(xs, bcasts)]
+        if const_kind != "none":
+            c = xp.asarray(const, device=DEV)
+            vals.append(c if c.shape == space else
+                        lax.broadcast_in_dim(c, shape=space, broadcast_dimensions=()))
+        for a, b, c in ops:
+            x, y = vals[a % len(vals)], vals[b % len(vals)]
+            kind = "b" if x.dtype == xp.bool else "f" if xp.isdtype(x.dtype, "real floating") else "i"
+            unary = {"f": FLOAT_UNARY, "i": INT_UNARY, "b": BOOL_UNARY}[kind]
+            binary = {"f": FLOAT_BINARY, "i": INT_BINARY, "b": BOOL_BINARY}[kind]
+            if y.dtype != x.dtype:
+                y = x
+            choice = c % (len(unary) + len(binary) + 3)
+            if choice < len(unary):
+                out = getattr(lax, unary[choice])(x)
+            elif choice < len(unary) + len(binary):
+                out = getattr(lax, binary[choice - len(unary)])(x, y)
+            elif choice == len(unary) + len(binary):
+                out = lax.select(getattr(lax, COMPARE[c % 6] if kind != "b" else "eq")(x, y), x, y)
+            elif choice == len(unary) + len(binary) + 1 and kind == "f":
+                out = lax.clamp(y, x, lax.add(y, lax.abs(x)))
+            else:
+                target = {"f": D.float64 if x.dtype == xp.float32 else D.float32, "i": D.float32,
+                          "b": D.int32}[kind]
+                out = lax.convert(x, new_dtype=target)
+            vals.append(out)
+        return vals[-n_out:]
+
+    return fn, inputs
+
+
+def run_both(fn, inputs):
+    tensors = [_present(h) for h in inputs]
+    graph = trace(fn, *tensors)
+    graph = graph.replace(out_tree=None)
+    want = [t.numpy() for t in eval_graph(graph, *tensors)]
+    got = group_kernel(graph, DEV)(*[t._buf for t in tensors])
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        same(g, w)
+    return graph, tensors, got
+
+
+@settings(deadline=None, max_examples=12)
+@given(programs())
+def test_drawn_groups_give_numpys_bits(program):
+    fn, inputs = program
+    try:
+        run_both(fn, inputs)
+    except codegen.Unsupported as why:  # only ever for a known reason
+        assert any(w in str(why) for w in ("too short", "has no generated code", "none of its outputs"))
+
+
+
+def test_several_loop_shapes_a_scalar_prelude_and_passthrough_outputs():
+    """An optimizer-like update of a (40, 33) and a (33,) parameter and a 0-d one, bias
+    corrections from a 0-d step count through pow; outputs: computed arrays, a 0-d value,
+    an input returned as it is, a constant, and one value twice."""
+    rng = np.random.default_rng(0)
+    hosts = [rng.standard_normal(s).astype(np.float32) for s in ((40, 33), (40, 33), (33,), (33,), ())]
+    step = np.asarray(3.0, np.float32)
+    table = xp.asarray(rng.standard_normal((40, 33)).astype(np.float32), device=DEV)
+
+    def fn(w, g, b, gb, s0, t):
+        c = lax.sub(xp.asarray(1.0, dtype=xp.float32, device=DEV), lax.pow(xp.asarray(0.9, dtype=xp.float32,
+                                                                                    device=DEV), t))
+        cw = lax.broadcast_in_dim(c, shape=(40, 33), broadcast_dimensions=())
+        nw = lax.sub(w, lax.div(lax.mul(g, table), cw))
+        row = lax.broadcast_in_dim(b, shape=(40, 33), broadcast_dimensions=(1,))
+        nb = lax.sub(b, lax.div(gb, lax.broadcast_in_dim(c, shape=(33,), broadcast_dimensions=())))
+        return nw, lax.add(nw, row), nb, lax.mul(s0, c), c, w, nw
+
+    graph, _, got = run_both(fn, [*hosts, step])
+    src = codegen.generate(graph, {})
+    assert src.text.count("nb.prange") == 2 and "**" in src.text
+    assert got[0] is got[6]
+
+
+def test_a_value_one_loop_computes_and_another_broadcasts_is_kept():
+    rng = np.random.default_rng(1)
+    hosts = [rng.standard_normal((37,)).astype(np.float64), rng.standard_normal((4, 37)).astype(np.float64)]
+
+    def fn(v, m):
+        h = lax.mul(v, v)
+        return lax.add(m, lax.broadcast_in_dim(h, shape=(4, 37), broadcast_dimensions=(1,))), h
+
+    graph, _, _ = run_both(fn, hosts)
+    assert "np.empty((37,)" in codegen.generate(graph, {}).text
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_maximum_minimum_nan_and_signed_zero_bits(dtype):
+    a = np.array([0.0, -0.0, np.nan, 1.0, np.nan, -np.inf, 2.0] * 5, dtype)
+    b = np.array([-0.0, 0.0, 1.0, np.nan, np.nan, np.inf, 2.0] * 5, dtype)
+    for op in ("maximum", "minimum"):
+        graph, tensors, got = run_both(lambda x, y, op=op: [getattr(lax, op)(x, y)], [a, b])
+        want = getattr(np, op)(a, b)
+        ok = ~np.isnan(want)
+        assert got[0][ok].tobytes() == want[ok].tobytes()  # -0.0 and 0.0 as NumPy orders them
+
+
+def test_every_dtype_adds_compares_selects_and_converts():
+    rng = np.random.default_rng(2)
+    for name in codegen.CAST:
+        dt = name.numpy
+        a, b = _values(rng, (3, 35), dt.name), _values(rng, (3, 35), dt.name)
+        if name is D.bool_:
+            run_both(lambda x, y: [lax.logical_xor(x, y), lax.select(lax.eq(x, y), x, y),
+                                   lax.convert(x, new_dtype=D.float32)], [a, b])
+        else:
+            run_both(lambda x, y: [lax.add(x, y), lax.select(lax.lt(x, y), x, y),
+                                   lax.convert(x, new_dtype=D.float64),
+                                   lax.convert(x, new_dtype=D.bool_)], [a, b])
+
+
+def test_operands_that_are_not_c_contiguous_run_the_numpy_kernel():
+    rng = np.random.default_rng(3)
+    host = rng.standard_normal((40, 36)).astype(np.float32)
+    t = xp.asarray(host, device=DEV)
+    graph = trace(lambda x: [lax.mul(lax.add(x, x), x)], t).replace(out_tree=None)
+    kernel = group_kernel(graph, DEV)
+    for view in (np.asfortranarray(host), np.ascontiguousarray(host.T).T):
+        assert not view.flags.c_contiguous
+        same(kernel(view)[0], (host + host) * host)
+    same(kernel(host)[0], (host + host) * host)
+
+
+def test_groups_without_generated_code_are_declined_with_their_reason():
+    rng = np.random.default_rng(4)
+    f32 = xp.asarray(rng.standard_normal((4, 40)).astype(np.float32), device=DEV)
+    cases = [
+        (lambda x: [lax.tanh(lax.add(x, x))], f32, "tanh"),
+        (lambda x: [lax.add(x, x)], xp.asarray(np.ones((4, 40), np.float16), device=DEV), "float16"),
+        (lambda x: [lax.convert(lax.add(x, x), new_dtype=D.int32)], f32, "float to integer"),
+        (lambda x: [lax.pow(x, x)], f32, "pow"),
+    ]
+    for fn, t, reason in cases:
+        graph = trace(fn, t).replace(out_tree=None)
+        with pytest.raises(codegen.Unsupported, match=reason):
+            codegen.generate(graph, {})
+    long = xp.asarray(np.ones((2048, 4), np.float32), device=DEV)  # 8192 elements in rows of 4
+    graph = trace(lambda x: [lax.add(x, x)], long).replace(out_tree=None)
+    with pytest.raises(codegen.Unsupported, match="too short"):
+        codegen.generate(graph, {})
+
+
+@pytest.mark.parametrize("shape", [(0, 40), (1, 1), (40, 0), (1,)])
+def test_zero_and_one_size_loops(shape):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(shape).astype(np.float32)
+    run_both(lambda x: [lax.mul(lax.add(x, x), x), lax.neg(x)], [a])

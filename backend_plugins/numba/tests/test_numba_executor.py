@@ -1,0 +1,123 @@
+"""The ``numba`` executor: compiled functions on numpy:cpu with a large fused group run it as
+a generated loop (the same bits as the plan executor), gradients included; small graphs keep
+the plain plan; concurrent calls from two threads; loops use the runtime's threads; a
+generated source is loaded once per process and kept in the cache folder."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tenferro_ad as ad
+from tenferro_numba import executor
+from tenferro_runtime import array_api as xp
+from tenferro_runtime import compile
+
+N = (256, 160)  # 40,960 elements: above MIN_ELEMENTS
+
+
+def adam(p, g, m, v, t):
+    m2 = 0.9 * m + 0.1 * g
+    v2 = 0.999 * v + 0.001 * g * g
+    c1, c2 = 1 - 0.9 ** t, 1 - 0.999 ** t
+    return p - 1e-3 * (m2 / c1) / (xp.sqrt(v2 / c2) + 1e-8), m2, v2
+
+
+def _args(seed=0, shape=N):
+    rng = np.random.default_rng(seed)
+    p, g, m, v = (xp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in range(4))
+    return p, g, m, xp.abs(v), xp.asarray(3.0, dtype=xp.float32)
+
+
+def _kind(fn, *args):
+    fn(*args)
+    return fn._cache[next(iter(fn._cache))][0].executable().kind
+
+
+def test_a_large_group_runs_generated_with_the_plan_executors_bits():
+    args = _args()
+    fast, plain = compile(adam), compile(adam, backend="plan")
+    assert _kind(fast, *args) == "numba" and _kind(plain, *args) == "plan"
+    for a, b in zip(fast(*args), plain(*args)):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
+def test_gradients_through_a_generated_group():
+    rng = np.random.default_rng(1)
+    x = xp.asarray(rng.standard_normal(N).astype(np.float64))
+    w = xp.asarray(rng.standard_normal(N).astype(np.float64))
+
+    def loss(x):
+        y = xp.maximum(x * w - 0.5, 0.0) + xp.minimum(x, w) * 0.25
+        return xp.sum(y * y)
+
+    g = compile(ad.grad(loss))
+    want = ad.grad(loss)(x).numpy()
+    np.testing.assert_allclose(g(x).numpy(), want, rtol=1e-12, atol=1e-12)
+    assert _kind(g, x) == "numba"
+
+
+def test_small_graphs_keep_the_plan_executor():
+    args = _args(shape=(8, 40))
+    assert _kind(compile(adam), *args) == "plan"
+
+
+def test_two_threads_call_one_compiled_function_at_once():
+    fn = compile(adam)
+    inputs = [_args(seed) for seed in (2, 3)]
+    want = [[t.numpy() for t in compile(adam, backend="plan")(*a)] for a in inputs]
+    fn(*inputs[0])  # compiled before the race
+    start, results = threading.Barrier(2, timeout=60), [None, None]
+
+    def work(k):
+        start.wait()
+        results[k] = [[t.numpy() for t in fn(*inputs[k])] for _ in range(20)]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for k in range(2):
+        for run in results[k]:
+            for a, b in zip(run, want[k]):
+                assert a.tobytes() == b.tobytes()
+
+
+def test_loops_use_the_runtimes_threads():
+    import numba
+
+    from tenferro_runtime.runtime import default_runtime
+
+    fn = compile(adam)
+    fn(*_args())
+    expected = 1 if executor._STATE.get("one_thread") else min(default_runtime().threads,
+                                                                numba.config.NUMBA_NUM_THREADS)
+    assert numba.get_num_threads() == expected
+
+
+def test_generated_sources_load_once_and_stay_in_the_cache_folder():
+    text = "def f(a0):\n    r0 = np.empty((3,), np.float32)\n    for j in nb.prange(3):\n" \
+           "        r0[j] = a0[j] * np.float32(2.0)\n    return (r0,)\n"
+    first = executor.load(text, "f")
+    assert executor.load(text, "f") is first
+    np.testing.assert_array_equal(first(np.arange(3, dtype=np.float32))[0], [0.0, 2.0, 4.0])
+    folder = Path(os.environ["TENFERRO_NUMBA_CACHE"])
+    assert any(p.read_text().endswith(text) for p in folder.glob("g_*.py"))
+
+
+def test_the_executor_declines_other_devices_and_missing_numba(monkeypatch):
+    from tenferro_runtime.runtime import default_runtime
+
+    torch = pytest.importorskip("torch")
+    del torch
+    p = xp.asarray(np.ones(N, np.float32), device="torch:cpu")
+    fn = compile(lambda x: x * 2.0 + 1.0)
+    assert _kind(fn, p) != "numba"
+    monkeypatch.setitem(executor._STATE, "numba", None)  # as if numba were not installed
+    graph = compile(adam).lower(*_args())
+    assert executor.compile_graph(graph, default_runtime().device("numpy:cpu")) is None
