@@ -180,8 +180,8 @@ def generate(graph: Any, uniform_consts: dict) -> Source:
             scalars[out] = name
         else:
             loops.setdefault(out.aval.shape, []).append(n)
-    for shape in loops:
-        if shape[-1] < MIN_INNER and math.prod(shape) >= SHORT_ROWS_MAX:
+    for shape, ns in loops.items():
+        if shape[-1] < MIN_INNER and math.prod(shape) >= SHORT_ROWS_MAX and not _flat(ns):
             raise Unsupported(f"a loop over {shape}: rows of {shape[-1]} elements are too short")
     # values one loop computes and another reads through a broadcast: kept in arrays
     computed_in = {o: s for s, ns in loops.items() for n in ns for o in n.outputs}
@@ -247,12 +247,27 @@ def _topological(deps: dict) -> list:
     return order
 
 
+def _flat(nodes: list) -> bool:
+    """Whether a loop reads every array at its own index (no broadcast): then it runs over
+    the flattened elements, whatever the rows' length."""
+    return not any(n.prim.name == "broadcast_in_dim" for n in nodes)
+
+
 def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, results: dict) -> list:
-    """One loop nest over `shape` computing `nodes`."""
+    """One loop nest over `shape` computing `nodes` (one flat loop where `_flat`)."""
     rank = len(shape)
-    idx = [f"i{d}" for d in range(rank - 1)] + ["j"]
-    if rank == 1:
-        head = [f"for j in nb.prange({shape[0]}):"]
+    flat = rank > 1 and _flat(nodes)
+    idx = ["j"] if flat else [f"i{d}" for d in range(rank - 1)] + ["j"]
+    views: dict[str, str] = {}  # array -> its flat view, in a flat loop
+
+    def elem(array: str) -> str:
+        if not flat:
+            return f"{array}[{', '.join(idx)}]"
+        views.setdefault(array, f"{array}_f")
+        return f"{views[array]}[j]"
+
+    if rank == 1 or flat:
+        head = [f"for j in nb.prange({math.prod(shape)}):"]
         pad = "    "
     else:
         head = [f"for r in nb.prange({math.prod(shape[:-1])}):"]
@@ -271,7 +286,7 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
             return local[v]
         if v in arrays:  # an input or constant of this loop's shape
             name = f"x{len(body)}"
-            body.append(f"{name} = {arrays[v]}[{', '.join(idx)}]")
+            body.append(f"{name} = {elem(arrays[v])}")
             local[v] = name
             return name
         raise Unsupported(f"a value of shape {v.aval.shape} read in a loop over {shape}")
@@ -296,10 +311,12 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
             body.append(f"{name} = {expression(n.prim.name, dts, out.aval.dtype, args, n.params)}")
         local[out] = name
         if out in kept:
-            body.append(f"{kept[out]}[{', '.join(idx)}] = {name}")
+            body.append(f"{elem(kept[out])} = {name}")
         if out in results:
-            body.append(f"{results[out]}[{', '.join(idx)}] = {name}")
-    return head + [pad + line for line in body]
+            body.append(f"{elem(results[out])} = {name}")
+    n = math.prod(shape)
+    return [f"{view} = {array}.reshape({n})" for array, view in views.items()] + head + [
+        pad + line for line in body]
 
 
 __all__ = ["CAST", "EXACT", "MIN_INNER", "SCALAR_ONLY", "SHORT_ROWS_MAX", "Source", "Unsupported",

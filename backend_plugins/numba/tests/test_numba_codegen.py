@@ -233,9 +233,15 @@ def test_groups_without_generated_code_are_declined_with_their_reason():
         with pytest.raises(codegen.Unsupported, match=reason):
             codegen.generate(graph, {})
     long = xp.asarray(np.ones((2048, 4), np.float32), device=DEV)  # 8192 elements in rows of 4
-    graph = trace(lambda x: [lax.add(x, x)], long).replace(out_tree=None)
+    row = xp.asarray(np.ones(4, np.float32), device=DEV)
+    def biased(x, b):
+        return [lax.add(x, lax.broadcast_in_dim(b, shape=(2048, 4), broadcast_dimensions=(1,)))]
+
+    graph = trace(biased, long, row).replace(out_tree=None)
     with pytest.raises(codegen.Unsupported, match="too short"):
         codegen.generate(graph, {})
+    flat = trace(lambda x: [lax.mul(lax.add(x, x), x)], long).replace(out_tree=None)
+    assert "nb.prange(8192)" in codegen.generate(flat, {}).text  # no broadcast: one flat loop
 
 
 @pytest.mark.parametrize("shape", [(0, 40), (1, 1), (40, 0), (1,)])
