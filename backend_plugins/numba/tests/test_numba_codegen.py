@@ -180,6 +180,17 @@ def test_a_value_one_loop_computes_and_another_broadcasts_is_kept():
 
     graph, _, _ = run_both(fn, hosts)
     assert "np.empty((37,)" in codegen.generate(graph, {}).text
+    # as many rows as the kept value has elements: loops numba would fuse (a layer norm's
+    # per-row statistics broadcast over the rows)
+    hosts = [rng.standard_normal((8, 64)).astype(np.float32), rng.standard_normal((8, 64)).astype(np.float32),
+             rng.standard_normal((8, 64, 128)).astype(np.float32)]
+
+    def rows(a, c, x):
+        d = lax.div(a, c)
+        return [lax.add(x, lax.broadcast_in_dim(d, shape=(8, 64, 128), broadcast_dimensions=(0, 1)))]
+
+    for _ in range(3):
+        run_both(rows, hosts)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
