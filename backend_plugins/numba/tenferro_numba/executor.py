@@ -13,8 +13,9 @@ whose array operands are not all C-contiguous runs the group's NumPy kernel.
 Generated sources live in a cache folder (``TENFERRO_NUMBA_CACHE``, default
 ``~/.cache/tenferro/numba``) with numba's own compiled-code cache beside them, so a group
 compiles once per machine (~0.5 s with ``parallel=True``) and loads in milliseconds after.
-Loops use the runtime's `threads`; numba's threading layer must be thread-safe (OpenMP or
-TBB: ``NUMBA_THREADING_LAYER=threadsafe`` unless set), else the groups run their NumPy kernels.
+Loops use up to the runtime's `threads`, one per `ELEMENTS_PER_THREAD` result elements;
+numba's threading layer must be thread-safe (OpenMP or TBB: ``NUMBA_THREADING_LAYER=threadsafe``
+unless set), else the groups run their NumPy kernels.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ MIN_ELEMENTS = 1 << 15
 MIN_WORK = 1 << 18
 """Elements times nodes of a group, at least: a short group over few elements gains little
 and its first compile costs ~0.5 s."""
+
+ELEMENTS_PER_THREAD = 1 << 20
+"""Result elements per loop thread: a smaller group runs on one thread. On the 2-core VM two
+threads made the MLP's Adam step slower (its 670k-parameter update's second thread takes
+the core OpenBLAS's next product wants)."""
 
 _LOADED: dict[str, Any] = {}
 _LOCK = threading.Lock()
@@ -188,8 +194,9 @@ def group_kernel(group: Any, device: Any) -> Any:
     zero_d = [k for k, a in enumerate(src.result_avals) if a.shape == ()]
     outputs = [(kind, what if kind != "const" else group.consts[what]._buf) for kind, what in src.outputs]
     _start_threads(numba)
-    threads = 1 if _STATE.get("one_thread") else max(1, min(device.runtime.threads,
-                                                            numba.config.NUMBA_NUM_THREADS))
+    elements = sum(v.aval.size for v in group.outputs)
+    threads = 1 if _STATE.get("one_thread") else max(1, min(
+        device.runtime.threads, numba.config.NUMBA_NUM_THREADS, elements // ELEMENTS_PER_THREAD))
 
     def kernel(*bufs: Any) -> list:
         for k in arrays:

@@ -93,11 +93,12 @@ def test_loops_use_the_runtimes_threads():
 
     from tenferro_runtime.runtime import default_runtime
 
-    fn = compile(adam)
-    fn(*_args())
-    expected = 1 if executor._STATE.get("one_thread") else min(default_runtime().threads,
-                                                                numba.config.NUMBA_NUM_THREADS)
-    assert numba.get_num_threads() == expected
+    for shape, per in ((N, 1), ((1024, 1024), 3 << 20)):  # 3 results of 2^20 elements each
+        fn = compile(adam)
+        fn(*_args(shape=shape))
+        expected = 1 if executor._STATE.get("one_thread") else max(1, min(
+            default_runtime().threads, numba.config.NUMBA_NUM_THREADS, per // executor.ELEMENTS_PER_THREAD))
+        assert numba.get_num_threads() == expected
 
 
 def test_generated_sources_load_once_and_stay_in_the_cache_folder():
