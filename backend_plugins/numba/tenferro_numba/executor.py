@@ -1,14 +1,16 @@
-"""The ``numba`` executor: compiled graphs on numpy devices, large fused groups as generated
-parallel loops.
+"""The ``numba`` executor: compiled graphs on numpy:cpu and torch:cpu, large fused groups as
+generated parallel loops.
 
 NumPy runs a fused elementwise group one ufunc at a time, each a pass over memory: an Adam
 update of 670k parameters is 13 passes, 2.6 ms, where one loop takes 0.35 ms
 (docs/performance.md, "Train steps vs JAX"). This executor generates one numba function per
 group that computes at least `MIN_ELEMENTS` elements in `MIN_WORK` element-operations
 (codegen.py) and builds the generic plan with those kernels; every other node, and every
-group the generator declines (logged, logger ``tenferro_numba``), runs its NumPy kernel. A
-graph without such a group is declined, so small functions keep the plain plan. A call
-whose array operands are not all C-contiguous runs the group's NumPy kernel.
+group the generator declines (logged, logger ``tenferro_numba``), runs the device's kernel.
+A graph without such a group is declined, so small functions keep the plain plan. A call
+whose array operands are not all C-contiguous runs the group's own kernel. On torch:cpu the
+buffers are viewed as NumPy arrays (``Tensor.numpy()``, ``torch.from_numpy``: no copies) and
+only groups of `TORCH_MIN_ELEMENTS` or more are generated (torch's own run on its threads).
 
 Generated sources live in a cache folder (``TENFERRO_NUMBA_CACHE``, default
 ``~/.cache/tenferro/numba``) with numba's own compiled-code cache beside them, so a group
@@ -52,18 +54,30 @@ _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}
 
 
-def worth_generating(node: Any) -> bool:
-    """Whether a `fused` node is large enough for a generated loop."""
+TORCH_MIN_ELEMENTS = 1 << 18
+"""`MIN_ELEMENTS` on torch:cpu, whose fused groups already run on torch's threads: below it a
+one-thread loop lost to them (65k-element groups of a transformer block, 0.04 against 0.02
+ms), above it the loop wins (its Adam update, 0.45 against 0.92 ms)."""
+TORCH_MIN_WORK = 1 << 22
+"""`MIN_WORK` on torch:cpu: an SGD update (2 nodes over 400k elements) is faster as torch's
+two-thread kernels (the MLP step 1.07x JAX instead of 0.99x)."""
+
+
+def worth_generating(node: Any, device: Any = None) -> bool:
+    """Whether a `fused` node is large enough for a generated loop (on `device`)."""
     if node.prim.name != "fused":
         return False
     elements = sum(v.aval.size for v in node.outputs)
-    return elements >= MIN_ELEMENTS and elements * len(node.params["graph"].nodes) >= MIN_WORK
+    torch = device is not None and device.name == "torch:cpu"
+    least, work = (TORCH_MIN_ELEMENTS, TORCH_MIN_WORK) if torch else (MIN_ELEMENTS, MIN_WORK)
+    return elements >= least and elements * len(node.params["graph"].nodes) >= work
 
 
 def compile_graph(graph: Any, device: Any) -> Any:
-    """`run(input buffers) -> output buffers` for an optimized graph on a numpy device, or
-    None where this executor does not apply (the generic plan runs the graph)."""
-    if device.backend.name != "numpy" or not any(worth_generating(n) for n in graph.nodes):
+    """`run(input buffers) -> output buffers` for an optimized graph on numpy:cpu or
+    torch:cpu, or None where this executor does not apply (the generic plan runs the graph)."""
+    if device.name not in ("numpy:cpu", "torch:cpu") or not any(
+            worth_generating(n, device) for n in graph.nodes):
         return None
     if _numba() is None:
         return None
@@ -144,7 +158,7 @@ class _Chooser:
         self.generated = 0
 
     def kernel_for(self, node: Any) -> Any:
-        if not worth_generating(node):
+        if not worth_generating(node, self.device):
             return None
         try:
             kernel = group_kernel(node.params["graph"], self.device)
@@ -160,13 +174,41 @@ def _uniform(buf: np.ndarray) -> bool:
     return buf.ndim == 0 or (buf.size > 0 and not any(buf.strides))
 
 
+class _Bridge:
+    """A device's buffers as NumPy arrays and back: the identity on numpy devices; on
+    torch:cpu, ``Tensor.numpy()`` (shares memory; None for a non-contiguous tensor, which
+    then runs the device's own kernel) and ``torch.from_numpy``."""
+
+    def __init__(self, device: Any):
+        self.numpy = device.backend.name == "numpy"
+        if not self.numpy:
+            import torch
+
+            self.from_numpy = torch.from_numpy
+
+    def host(self, buf: Any) -> Any:
+        return buf.numpy() if not self.numpy else buf
+
+    def array(self, buf: Any) -> Any:
+        """`buf` as a C-contiguous array, or None."""
+        if self.numpy:
+            return buf if buf.flags.c_contiguous else None
+        return buf.numpy() if buf.is_contiguous() else None
+
+    def back(self, arr: Any) -> Any:
+        return arr if self.numpy else self.from_numpy(np.asarray(arr))
+
+
 def group_kernel(group: Any, device: Any) -> Any:
-    """`(*input buffers) -> [output buffers]` for fused `group`: its generated loop, or its
-    NumPy kernel where an array operand is not C-contiguous or numba cannot run."""
+    """`(*input buffers) -> [output buffers]` for fused `group` on a numpy or torch:cpu
+    device: its generated loop, or the device's own kernel for the group where an array
+    operand is not C-contiguous or numba cannot run."""
     from tenferro_runtime.eager import dispatch
     from tenferro_runtime.graph_prims import fused_p
 
-    uniform = {v: c._buf.reshape(-1)[0] for v, c in group.consts.items() if _uniform(c._buf)}
+    bridge = _Bridge(device)
+    consts = {v: bridge.host(c._buf) for v, c in group.consts.items()}
+    uniform = {v: c.reshape(-1)[0] for v, c in consts.items() if _uniform(c)}
     src = generate(group, uniform)
     fn = load(src.text, src.name)
     numba = _numba()
@@ -181,13 +223,12 @@ def group_kernel(group: Any, device: Any) -> Any:
         raise Unsupported(f"numba could not compile the group ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
     in_avals = tuple(v.aval for v in group.inputs)
-    numpy_kernel = dispatch(fused_p, in_avals, {"graph": group}, device)[0]
+    own_kernel = dispatch(fused_p, in_avals, {"graph": group}, device)[0]
     fixed = {}
     for k, (kind, what) in enumerate(src.args):
         if kind == "const":
-            buf = group.consts[what]._buf
-            fixed[k] = (uniform[what] if what in uniform else buf[()] if buf.ndim == 0
-                        else np.ascontiguousarray(buf))
+            c = consts[what]
+            fixed[k] = uniform[what] if what in uniform else c[()] if c.ndim == 0 else np.ascontiguousarray(c)
     arrays = [k for k, (kind, _) in enumerate(src.args) if kind == "input" and k not in src.scalar_args]
     scalars = [k for k, (kind, _) in enumerate(src.args) if kind == "input" and k in src.scalar_args]
     dtypes = [a.dtype.numpy for a in src.result_avals]
@@ -199,31 +240,31 @@ def group_kernel(group: Any, device: Any) -> Any:
         device.runtime.threads, numba.config.NUMBA_NUM_THREADS, elements // ELEMENTS_PER_THREAD))
 
     def kernel(*bufs: Any) -> list:
-        for k in arrays:
-            if not bufs[k].flags.c_contiguous:
-                return numpy_kernel(*bufs, graph=group)
         if _STATE.get("broken"):
-            return numpy_kernel(*bufs, graph=group)
+            return own_kernel(*bufs, graph=group)
         args = [None] * len(src.args)
         for k in arrays:
-            args[k] = bufs[k]
+            a = bridge.array(bufs[k])
+            if a is None:
+                return own_kernel(*bufs, graph=group)
+            args[k] = a
         for k in scalars:
-            args[k] = bufs[k][()]
+            args[k] = bridge.host(bufs[k])[()]
         for k, value in fixed.items():
             args[k] = value
         if numba.get_num_threads() != threads:
             numba.set_num_threads(threads)
         try:
             res = list(fn(*args))
-        except ValueError as exc:  # no thread-safe threading layer: NumPy from now on
+        except ValueError as exc:  # no thread-safe threading layer: the device's kernels from now on
             if "threading layer" not in str(exc):
                 raise
             _STATE["broken"] = True
-            log.warning("numba executor: %s; fused groups run their NumPy kernels", exc)
-            return numpy_kernel(*bufs, graph=group)
+            log.warning("numba executor: %s; fused groups run their own kernels", exc)
+            return own_kernel(*bufs, graph=group)
         for k in zero_d:
             res[k] = np.asarray(res[k], dtype=dtypes[k])
-        return [res[what] if kind == "result" else bufs[what] if kind == "input" else what
+        return [bridge.back(res[what]) if kind == "result" else bufs[what] if kind == "input" else what
                 for kind, what in outputs]
 
     return kernel
@@ -280,5 +321,5 @@ def load(text: str, name: str) -> Any:
         return fn
 
 
-__all__ = ["MIN_ELEMENTS", "MIN_WORK", "cache_dir", "compile_graph", "group_kernel", "load",
-           "worth_generating"]
+__all__ = ["MIN_ELEMENTS", "MIN_WORK", "TORCH_MIN_ELEMENTS", "TORCH_MIN_WORK", "cache_dir",
+           "compile_graph", "group_kernel", "load", "worth_generating"]

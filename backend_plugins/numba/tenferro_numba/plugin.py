@@ -1,5 +1,5 @@
 """Entry point of tenferro-numba: registers the ``numba`` executor, the default for graphs on
-``numpy`` devices (numba is not imported until a graph has a group large enough)."""
+numpy:cpu and torch:cpu (numba is not imported until a graph has a group large enough)."""
 
 from __future__ import annotations
 
@@ -10,4 +10,4 @@ from .executor import compile_graph
 
 @hookimpl
 def tenferro_register(registry) -> None:
-    registry.add_executor("numba", compile_graph, default_for=("numpy:",))
+    registry.add_executor("numba", compile_graph, default_for=("numpy:cpu", "torch:cpu"))

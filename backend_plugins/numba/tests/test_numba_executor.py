@@ -111,14 +111,28 @@ def test_generated_sources_load_once_and_stay_in_the_cache_folder():
     assert any(p.read_text().endswith(text) for p in folder.glob("g_*.py"))
 
 
+def test_torch_cpu_runs_large_groups_generated_on_its_tensors():
+    """torch:cpu tensors viewed as arrays (no copies): a large group generated, with the torch
+    plan's bits; a small one and a short SGD-like update keep torch's own kernels."""
+    torch = pytest.importorskip("torch")
+    args = [xp.asarray(a.numpy(), device="torch:cpu") for a in _args(shape=(512, 512))]
+    fast, plain = compile(adam), compile(adam, backend="plan")
+    assert _kind(fast, *args) == "numba"
+    for a, b in zip(fast(*args), plain(*args)):
+        assert isinstance(a._buf, torch.Tensor)
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    strided = [xp.asarray(a.numpy().T.copy(), device="torch:cpu") for a in args[:4]]
+    strided = [xp.permute_dims(a, (1, 0)) for a in strided] + [args[4]]  # non-contiguous views
+    for a, b in zip(fast(*strided), plain(*strided)):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    small = [xp.asarray(a.numpy(), device="torch:cpu") for a in _args()]
+    assert _kind(compile(adam), *small) == "plan"
+    assert _kind(compile(lambda p, g: p - 1e-3 * g), *args[:2]) == "plan"
+
+
 def test_the_executor_declines_other_devices_and_missing_numba(monkeypatch):
     from tenferro_runtime.runtime import default_runtime
 
-    torch = pytest.importorskip("torch")
-    del torch
-    p = xp.asarray(np.ones(N, np.float32), device="torch:cpu")
-    fn = compile(lambda x: x * 2.0 + 1.0)
-    assert _kind(fn, p) != "numba"
     monkeypatch.setitem(executor._STATE, "numba", None)  # as if numba were not installed
     graph = compile(adam).lower(*_args())
     assert executor.compile_graph(graph, default_runtime().device("numpy:cpu")) is None
