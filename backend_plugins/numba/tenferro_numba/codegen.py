@@ -3,8 +3,9 @@
 A group (passes/fusion.py: elementwise and broadcast_in_dim nodes, the constants they read,
 its outputs) becomes one function: its 0-d values first, as scalars; then one loop nest per
 shape its nodes compute in (an optimizer's update of parameters of several shapes has one
-per shape), a ``prange`` over the rows (every axis but the last) around a loop over the
-last axis, each node one scalar expression in it. Operands are read at their own index, 0
+per shape), a loop over the rows (every axis but the last) around a loop over the last
+axis, or one loop over all elements where nothing is broadcast, each node one scalar
+expression in it. Operands are read at their own index, 0
 along the axes they are broadcast on; a value one loop computes and another broadcasts is
 kept in an array. Every result is cast to its dtype, so integers wrap as NumPy's do.
 
@@ -267,10 +268,10 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
         return f"{views[array]}[j]"
 
     if rank == 1 or flat:
-        head = [f"for j in nb.prange({math.prod(shape)}):"]
+        head = [f"for j in range({math.prod(shape)}):"]
         pad = "    "
     else:
-        head = [f"for r in nb.prange({math.prod(shape[:-1])}):"]
+        head = [f"for r in range({math.prod(shape[:-1])}):"]
         for d in range(rank - 1):  # r's digits in the row axes (numba forbids reassigning r)
             inner = math.prod(shape[d + 1:-1])
             head.append(f"    i{d} = (r // {inner}) % {shape[d]}" if d else f"    i0 = r // {inner}")

@@ -1,8 +1,8 @@
 """The ``numba`` executor: compiled graphs on numpy:cpu and torch:cpu, large fused groups as
-generated parallel loops.
+generated loops.
 
 NumPy runs a fused elementwise group one ufunc at a time, each a pass over memory: an Adam
-update of 670k parameters is 13 passes, 2.6 ms, where one loop takes 0.35 ms
+update of 670k parameters is 13 passes, 2.6 ms, where one loop takes 0.5 ms
 (docs/performance.md, "Train steps vs JAX"). This executor generates one numba function per
 group that computes at least `MIN_ELEMENTS` elements in `MIN_WORK` element-operations
 (codegen.py) and builds the generic plan with those kernels; every other node, and every
@@ -14,10 +14,13 @@ only groups of `TORCH_MIN_ELEMENTS` or more are generated (torch's own run on it
 
 Generated sources live in a cache folder (``TENFERRO_NUMBA_CACHE``, default
 ``~/.cache/tenferro/numba``) with numba's own compiled-code cache beside them, so a group
-compiles once per machine (~0.5 s with ``parallel=True``) and loads in milliseconds after.
-Loops use up to the runtime's `threads`, one per `ELEMENTS_PER_THREAD` result elements;
-numba's threading layer must be thread-safe (OpenMP or TBB: ``NUMBA_THREADING_LAYER=threadsafe``
-unless set), else the groups run their NumPy kernels.
+compiles once per machine (~0.5 s) and loads in milliseconds after.
+
+Loops run on the calling thread, as NumPy's ufuncs do. numba's parallel loops were tried:
+on the 2-core VM a second thread made every train step slower (it takes the core
+OpenBLAS's next product wants), and numba's OpenMP layer shares torch's libgomp, whose idle
+workers spin ~10 ms after each loop and whose thread count it resets (torch's own steps in
+the same process ran 4x slower, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -43,11 +46,6 @@ MIN_ELEMENTS = 1 << 15
 MIN_WORK = 1 << 18
 """Elements times nodes of a group, at least: a short group over few elements gains little
 and its first compile costs ~0.5 s."""
-
-ELEMENTS_PER_THREAD = 1 << 20
-"""Result elements per loop thread: a smaller group runs on one thread. On the 2-core VM two
-threads made the MLP's Adam step slower (its 670k-parameter update's second thread takes
-the core OpenBLAS's next product wants)."""
 
 _LOADED: dict[str, Any] = {}
 _LOCK = threading.Lock()
@@ -93,7 +91,7 @@ def compile_graph(graph: Any, device: Any) -> Any:
 
 
 def _numba() -> Any:
-    """numba, imported once with a thread-safe threading layer asked for; None if absent."""
+    """numba, imported once; None if absent."""
     with _LOCK:
         if "numba" not in _STATE:
             try:
@@ -101,53 +99,8 @@ def _numba() -> Any:
             except ImportError as exc:
                 log.info("numba executor: declined (numba is not importable: %s)", exc)
                 numba = None
-            if numba is not None and "NUMBA_THREADING_LAYER" not in os.environ:
-                numba.config.THREADING_LAYER = "threadsafe"
             _STATE["numba"] = numba
         return _STATE["numba"]
-
-
-def _start_threads(numba: Any) -> None:
-    """Start numba's thread pool (once). With OpenMP, idle workers spin: libgomp's default
-    keeps them busy ~10 ms after each loop, fighting OpenBLAS's threads for the cores (the
-    MLP SGD step 4.3 instead of 3.4 ms, its products 2x slower). So the pool loads with the
-    torch backend's brief spin (tenferro_torch.backend.OMP_SPIN_COUNT; libgomp reads it when
-    it loads), and where libgomp was already loaded with its default (torch imported before
-    tenferro imported it: numba's OpenMP layer shares torch's libgomp.so.1), the loops run
-    on one thread. The user's own GOMP_SPINCOUNT or OMP_WAIT_POLICY is theirs to keep."""
-    with _LOCK:
-        if "threads" in _STATE:
-            return
-        user = bool(os.environ.get("GOMP_SPINCOUNT") or os.environ.get("OMP_WAIT_POLICY"))
-        loaded = _libgomp_loaded()
-        torch_backend = sys.modules.get("tenferro_torch.backend")
-        brief = user or not loaded or bool(getattr(torch_backend, "OMP_SPIN_APPLIED", False))
-        if not user and not loaded:
-            os.environ["GOMP_SPINCOUNT"] = "3000"
-        try:
-            from numba.np.ufunc.parallel import _launch_threads
-
-            _launch_threads()
-        except ValueError as exc:  # no thread-safe threading layer
-            _STATE["broken"] = True
-            log.warning("numba executor: %s; fused groups run their NumPy kernels", exc)
-        finally:
-            if not user and not loaded:
-                del os.environ["GOMP_SPINCOUNT"]
-        if not brief and not _STATE.get("broken") and numba.threading_layer() == "omp":
-            log.info("numba executor: libgomp was loaded before tenferro (torch imported first) "
-                     "with its default spin; generated loops run on one thread")
-            _STATE["one_thread"] = True
-        _STATE["threads"] = True
-
-
-def _libgomp_loaded() -> bool:
-    """Whether a libgomp is mapped into this process (Linux; elsewhere assumed so)."""
-    try:
-        with open("/proc/self/maps") as f:
-            return any("libgomp" in line for line in f)
-    except OSError:
-        return True
 
 
 class _Chooser:
@@ -234,14 +187,8 @@ def group_kernel(group: Any, device: Any) -> Any:
     dtypes = [a.dtype.numpy for a in src.result_avals]
     zero_d = [k for k, a in enumerate(src.result_avals) if a.shape == ()]
     outputs = [(kind, what if kind != "const" else group.consts[what]._buf) for kind, what in src.outputs]
-    _start_threads(numba)
-    elements = sum(v.aval.size for v in group.outputs)
-    threads = 1 if _STATE.get("one_thread") else max(1, min(
-        device.runtime.threads, numba.config.NUMBA_NUM_THREADS, elements // ELEMENTS_PER_THREAD))
 
     def kernel(*bufs: Any) -> list:
-        if _STATE.get("broken"):
-            return own_kernel(*bufs, graph=group)
         args = [None] * len(src.args)
         for k in arrays:
             a = bridge.array(bufs[k])
@@ -252,16 +199,7 @@ def group_kernel(group: Any, device: Any) -> Any:
             args[k] = bridge.host(bufs[k])[()]
         for k, value in fixed.items():
             args[k] = value
-        if numba.get_num_threads() != threads:
-            numba.set_num_threads(threads)
-        try:
-            res = list(fn(*args))
-        except ValueError as exc:  # no thread-safe threading layer: the device's kernels from now on
-            if "threading layer" not in str(exc):
-                raise
-            _STATE["broken"] = True
-            log.warning("numba executor: %s; fused groups run their own kernels", exc)
-            return own_kernel(*bufs, graph=group)
+        res = list(fn(*args))
         for k in zero_d:
             res[k] = np.asarray(res[k], dtype=dtypes[k])
         return [bridge.back(res[what]) if kind == "result" else bufs[what] if kind == "input" else what
@@ -297,10 +235,7 @@ def load(text: str, name: str) -> Any:
             return hit
         import numba
 
-        # no loop fusion: numba would fuse a loop writing a kept value through a flat view with
-        # the loop reading it at its N-d index, and read it before it is written
-        parallel = {"fusion": False} if "nb.prange" in text else False
-        options = dict(parallel=parallel, error_model="numpy", cache=True, nogil=True)
+        options = dict(error_model="numpy", cache=True, nogil=True)
         # the options and numba's version name the file, so numba's cache of it never holds
         # code compiled with others
         header = f"# generated by tenferro-numba: numba {numba.__version__}, njit({options})\n"
