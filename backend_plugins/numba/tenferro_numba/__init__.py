@@ -1,5 +1,5 @@
-"""tenferro-numba: large fused elementwise groups on numpy devices as generated parallel
-numba loops (the ``numba`` executor, default for numpy devices once installed)."""
+"""tenferro-numba: large fused elementwise groups on numpy:cpu and torch:cpu as generated numba
+loops (the ``numba`` executor, the default there once installed)."""
 
 from .codegen import Unsupported
 from .executor import compile_graph
