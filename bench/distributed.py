@@ -175,20 +175,26 @@ def bench_collectives(args) -> list[str]:
     from tenferro_distributed.comm import all_reduce_buf
 
     model = dist.calibrate(sizes=(1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26),
-                           install=False)
+                           reps=5, install=False)
     algs = dist.ALGORITHMS["all_reduce"]
-    sizes = [1 << k for k in range(10, 27, 2 if not args.quick else 4)]  # 1 KB .. 64 MB
+    # 1 KB .. 64 MB: the calibrated sizes and those halfway between them (in log scale)
+    sizes = [1 << k for k in range(10, 27, 1 if not args.quick else 4)]
     lines = [f"{'bytes':>10} " + " ".join(f"{a + ' ms':>10} {'pred':>8}" for a in algs)]
+    within = total = 0
     for size in sizes:
         buf = torch.ones(size // 4, dtype=torch.float32)
         row = f"{size:>10} "
-        reps = 3 if size < (1 << 24) else 2
+        reps = 5 if size < (1 << 24) else 3  # min of reps, as the calibration takes
         for a in algs:
             all_reduce_buf(buf, "sum", a)
             t = min(_timer(lambda a=a, b=buf: all_reduce_buf(b, "sum", a), 1) for _ in range(reps))
             t = float(all_reduce_buf(torch.tensor([t], dtype=torch.float64), "max", "native")[0])
-            row += f"{1e3 * t:>10.3f} {1e3 * model.predict(a, size):>8.3f}"
+            pred = model.predict(a, size)
+            within += abs(pred - t) <= 0.2 * t
+            total += 1
+            row += f"{1e3 * t:>10.3f} {1e3 * pred:>8.3f}"
         lines.append(row)
+    lines.append(f"prediction within 20% of the measured time: {within} of {total}")
     return lines
 
 

@@ -4,7 +4,9 @@ The time of algorithm `a` on a message of `m` bytes is modelled as ``alpha[a] + 
 (latency in seconds, inverse bandwidth in seconds per byte), with a second (alpha, beta) pair
 for messages above `SPLIT` bytes where the calibration reached them: past the caches the
 bandwidth drops (on the 2-core VM a line fitted to 1 KB-4 MB predicted 39 ms for a 64 MB
-all_reduce that took 91 ms). `calibrate()` times each
+all_reduce that took 91 ms). Between two calibrated sizes the (alpha, beta) of that interval
+is used, the line through its two points: two lines still missed the regime changes by 20-40%
+at half the calibrated sizes. `calibrate()` times each
 all_reduce algorithm on a few sizes (fastest of `reps` runs, the slowest rank's time, so every
 rank fits the same numbers), fits alpha and beta by least squares, installs the model on the
 group and sets its policy to "auto": from then on a collective called without ``algorithm=``
@@ -30,15 +32,23 @@ SPLIT = 1 << 20
 @dataclass(frozen=True)
 class CostModel:
     """alpha (s) and beta (s/byte) per all_reduce algorithm; `large`: alg -> (alpha, beta) for
-    messages above `split` bytes, for the algorithms calibrated there."""
+    messages above `split` bytes, for the algorithms calibrated there; `points`: alg ->
+    (sizes, times) calibrated, between which a message's time is the alpha-beta line of its
+    interval (the bandwidth changes regime more than once: caches, then memory)."""
 
     alpha: dict
     beta: dict
     large: dict = field(default_factory=dict)
     split: int = SPLIT
+    points: dict = field(default_factory=dict)
 
     def predict(self, algorithm: str, nbytes: int) -> float:
-        """Predicted seconds of `algorithm` for a message of `nbytes` bytes."""
+        """Predicted seconds of `algorithm` for a message of `nbytes` bytes: within the
+        calibrated sizes, the line through the two around it; outside them, the fitted line
+        of its regime."""
+        pts = self.points.get(algorithm)
+        if pts is not None and len(pts[0]) >= 2 and pts[0][0] <= nbytes <= pts[0][-1]:
+            return float(np.interp(nbytes, pts[0], pts[1]))
         if nbytes > self.split and algorithm in self.large:
             a, b = self.large[algorithm]
             return a + b * nbytes
@@ -66,19 +76,22 @@ def _line(m: np.ndarray, t: np.ndarray, clip: bool = True) -> tuple[float, float
 
 def fit(sizes: list[int], times: dict[str, list[float]], split: int = SPLIT) -> CostModel:
     """The model from times at `sizes` bytes per algorithm: one line through the sizes up to
-    `split`, and another through those from `split` up where at least two lie above it."""
+    `split`, and another through those from `split` up where at least two lie above it (used
+    outside the calibrated sizes), and the calibrated points themselves (used between them)."""
     m = np.asarray(sizes, np.float64)
     small, big = m <= split, m >= split
     fit_big = int((m > split).sum()) >= 1 and int(big.sum()) >= 2
     if int(small.sum()) < 2:
         small = np.ones_like(m, dtype=bool)
-    alpha, beta, large = {}, {}, {}
+    alpha, beta, large, points = {}, {}, {}, {}
+    order = np.argsort(m, kind="stable")
     for alg, t in times.items():
         t = np.asarray(t, np.float64)
         alpha[alg], beta[alg] = _line(m[small], t[small])
         if fit_big:
             large[alg] = _line(m[big], t[big], clip=False)
-    return CostModel(alpha, beta, large, split)
+        points[alg] = (tuple(float(x) for x in m[order]), tuple(float(x) for x in t[order]))
+    return CostModel(alpha, beta, large, split, points)
 
 
 def calibrate(sizes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24), reps: int = 3,

@@ -89,6 +89,21 @@ def test_cost_model_fits_a_second_line_past_the_split():
     assert only_small.predict("native", 1 << 26) == pytest.approx(small[0] + small[1] * (1 << 26))
 
 
+def test_cost_model_uses_the_line_of_each_calibrated_interval():
+    """Bandwidth that changes regime twice (cache, memory): the calibrated times are predicted
+    as measured, a size between two of them on their line, sizes outside on the fitted lines."""
+    sizes = [1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24]
+    times = [3e-4, 4e-4, 7e-4, 2.1e-3, 3.7e-3, 2.0e-2]
+    m = dist.fit(sizes, {"native": times})
+    for s, t in zip(sizes, times):
+        assert m.predict("native", s) == pytest.approx(t, rel=1e-12)
+    mid = ((1 << 20) + (1 << 22)) // 2  # halfway between 1 MiB and 4 MiB
+    assert m.predict("native", mid) == pytest.approx((2.1e-3 + 3.7e-3) / 2, rel=1e-12)
+    big = m.large["native"]
+    assert m.predict("native", 1 << 26) == pytest.approx(big[0] + big[1] * (1 << 26))
+    assert m.predict("native", 16) == pytest.approx(m.alpha["native"] + m.beta["native"] * 16)
+
+
 def test_world_of_one_in_process(tmp_path):
     """A gloo group of one: collectives are the identity, shape/dtype errors are typed."""
     dist.init(rank=0, world_size=1, init_method=f"file://{tmp_path / 'store'}", timeout=20.0)
