@@ -62,7 +62,13 @@ two-thread kernels (the MLP step 1.07x JAX instead of 0.99x)."""
 
 
 def worth_generating(node: Any, device: Any = None) -> bool:
-    """Whether a `fused` node is large enough for a generated loop (on `device`)."""
+    """Whether a `fused` node is large enough for a generated loop (on `device`), or a
+    batched outer product on numpy:cpu (outer.py) of `MIN_ELEMENTS` or more."""
+    if node.prim.name == "dot_general":
+        from .outer import is_outer
+
+        return (device is None or device.name == "numpy:cpu") and is_outer(node) and \
+            node.outputs[0].aval.size >= MIN_ELEMENTS
     if node.prim.name != "fused":
         return False
     elements = sum(v.aval.size for v in node.outputs)
@@ -113,6 +119,11 @@ class _Chooser:
     def kernel_for(self, node: Any) -> Any:
         if not worth_generating(node, self.device):
             return None
+        if node.prim.name == "dot_general":
+            from .outer import outer_kernel
+
+            self.generated += 1
+            return outer_kernel(node, self.device)
         try:
             kernel = group_kernel(node.params["graph"], self.device)
         except Unsupported as why:

@@ -464,7 +464,8 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
         return _matmul(a, b).reshape(m + n)
     a = np.transpose(lhs, list(lb) + lf + list(lc)).reshape(math.prod(bshape), math.prod(m), k)
     b = np.transpose(rhs, list(rb) + list(rc) + rf).reshape(math.prod(bshape), k, math.prod(n))
-    if k == 1:  # batched outer products (per-example gradients): matmul loops per batch
+    if k == 1:  # batched outer products (per-example gradients): matmul loops per batch.
+        # (einsum's product loop is 2x faster, but it adds each product to +0.0: -0.0 is lost)
         return _multiply(a, b).reshape(bshape + m + n)
     return _matmul(a, b).reshape(bshape + m + n)
 

@@ -66,3 +66,24 @@ def test_wide_products_of_a_transposed_weight_match_the_reference(m, k, n, name,
         assert np.abs(got - ref).max() <= tol
     assert generic.tobytes() == fast.tobytes()
     assert generic.flags.c_contiguous and fast.flags.c_contiguous
+
+
+@example(0, 3, 4, "float32", 0)  # no examples
+@example(5, 0, 4, "float64", 1)  # empty rows
+@example(64, 128, 128, "float32", 2)  # per-example weight gradients of a 128-wide layer
+@settings(deadline=None, max_examples=30)
+@given(st.integers(0, 9), st.integers(0, 9), st.integers(0, 9), st.sampled_from(sorted(DTYPES)),
+       st.integers(0, 2**16))
+def test_batched_outer_products_are_numpys_products_bitwise(b, m, n, name, seed):
+    """A product contracting one axis of size 1 per batch entry (vmap of a weight gradient)
+    gives NumPy's broadcast multiply's bits, signed zeros included, for every dtype and
+    transposed operands."""
+    rng = np.random.default_rng(seed)
+    dtype = DTYPES[name]
+    x = _operand((b, 1, m), dtype, False, rng)
+    y = _operand((b, 1, n), dtype, True, rng)  # a transposed view
+    params = {"contracting_dims": ((1,), (1,)), "batch_dims": ((0,), (0,))}
+    got = np.asarray(kernels._dot_general(x, y, **params))
+    want = np.multiply(x[:, 0, :, None], y[:, 0, None, :])
+    assert got.shape == (b, m, n) and got.dtype == want.dtype
+    assert got.tobytes() == np.ascontiguousarray(want).tobytes()
