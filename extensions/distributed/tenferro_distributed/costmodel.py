@@ -112,12 +112,14 @@ def calibrate(sizes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 <<
         buf = torch.ones(size // 4, dtype=torch.float32)
         for alg in algorithms:
             all_reduce_buf(buf, "sum", alg)  # warm-up (connections, allocations)
-            runs = []
-            for _ in range(reps):
+        runs: dict[str, list[float]] = {a: [] for a in algorithms}
+        for _ in range(reps):  # the algorithms interleaved: a disturbed moment hits one run of each
+            for alg in algorithms:
                 t0 = time.perf_counter()
                 all_reduce_buf(buf, "sum", alg)
-                runs.append(time.perf_counter() - t0)
-            times[alg].append(min(runs))  # the least disturbed run
+                runs[alg].append(time.perf_counter() - t0)
+        for alg in algorithms:
+            times[alg].append(min(runs[alg]))  # the least disturbed run
     flat = torch.tensor([t for a in algorithms for t in times[a]], dtype=torch.float64)
     worst = all_reduce_buf(flat, "max", "native")
     k = len(sizes)
