@@ -125,7 +125,7 @@ class _Chooser:
             self.generated += 1
             return outer_kernel(node, self.device)
         try:
-            kernel = group_kernel(node.params["graph"], self.device)
+            kernel = fused_kernel(node.params["graph"], self.device)
         except Unsupported as why:
             log.info("numba executor: a fused group at %s runs its NumPy kernel: %s", node.site or "?", why)
             return None
@@ -136,6 +136,16 @@ class _Chooser:
 def _uniform(buf: np.ndarray) -> bool:
     """A constant whose elements are all one value as stored: 0-d, or a stride-0 view."""
     return buf.ndim == 0 or (buf.size > 0 and not any(buf.strides))
+
+
+def fused_kernel(group: Any, device: Any) -> Any:
+    """The kernel of a fused group: one generated loop (`group_kernel`), or, where the group
+    holds transcendental functions, loops around NumPy's kernels for them (stages.py)."""
+    from .stages import cuts, staged_kernel
+
+    if not cuts(group):
+        return group_kernel(group, device)
+    return staged_kernel(group, device, group_kernel)
 
 
 class _Bridge:
