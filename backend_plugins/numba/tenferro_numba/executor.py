@@ -7,8 +7,8 @@ update of 670k parameters is 13 passes, 2.6 ms, where one loop takes 0.5 ms
 group that computes at least `MIN_ELEMENTS` elements in `MIN_WORK` element-operations
 (codegen.py) and builds the generic plan with those kernels; every other node, and every
 group the generator declines (logged, logger ``tenferro_numba``), runs the device's kernel.
-A graph without such a group is declined, so small functions keep the plain plan. A call
-whose array operands are not all C-contiguous runs the group's own kernel. On torch:cpu the
+A graph without such a group is declined, so small functions keep the plain plan. An array
+operand that is not C-contiguous (a transposed weight gradient) is copied first. On torch:cpu the
 buffers are viewed as NumPy arrays (``Tensor.numpy()``, ``torch.from_numpy``: no copies) and
 only groups of `TORCH_MIN_ELEMENTS` or more are generated (torch's own run on its threads).
 
@@ -164,10 +164,11 @@ class _Bridge:
         return buf.numpy() if not self.numpy else buf
 
     def array(self, buf: Any) -> Any:
-        """`buf` as a C-contiguous array, or None."""
-        if self.numpy:
-            return buf if buf.flags.c_contiguous else None
-        return buf.numpy() if buf.is_contiguous() else None
+        """`buf` as a C-contiguous array: itself (a view of it on torch:cpu), else a copy
+        (a transposed weight gradient: one pass, where the group's NumPy kernel would make one
+        per node)."""
+        arr = buf if self.numpy else buf.numpy()
+        return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
 
     def back(self, arr: Any) -> Any:
         return arr if self.numpy else self.from_numpy(np.asarray(arr))
@@ -175,11 +176,7 @@ class _Bridge:
 
 def group_kernel(group: Any, device: Any) -> Any:
     """`(*input buffers) -> [output buffers]` for fused `group` on a numpy or torch:cpu
-    device: its generated loop, or the device's own kernel for the group where an array
-    operand is not C-contiguous or numba cannot run."""
-    from tenferro_runtime.eager import dispatch
-    from tenferro_runtime.graph_prims import fused_p
-
+    device: its generated loop (operands that are not C-contiguous copied first)."""
     bridge = _Bridge(device)
     consts = {v: bridge.host(c._buf) for v, c in group.consts.items()}
     uniform = {v: c.reshape(-1)[0] for v, c in consts.items() if _uniform(c)}
@@ -196,8 +193,6 @@ def group_kernel(group: Any, device: Any) -> Any:
     except Exception as exc:  # numba's typing or lowering refused the generated source
         raise Unsupported(f"numba could not compile the group ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
-    in_avals = tuple(v.aval for v in group.inputs)
-    own_kernel = dispatch(fused_p, in_avals, {"graph": group}, device)[0]
     fixed = {}
     for k, (kind, what) in enumerate(src.args):
         if kind == "const":
@@ -212,10 +207,7 @@ def group_kernel(group: Any, device: Any) -> Any:
     def kernel(*bufs: Any) -> list:
         args = [None] * len(src.args)
         for k in arrays:
-            a = bridge.array(bufs[k])
-            if a is None:
-                return own_kernel(*bufs, graph=group)
-            args[k] = a
+            args[k] = bridge.array(bufs[k])
         for k in scalars:
             args[k] = bridge.host(bufs[k])[()]
         for k, value in fixed.items():

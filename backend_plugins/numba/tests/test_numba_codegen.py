@@ -1,8 +1,8 @@
 """Generated numba loops for fused groups against the NumPy kernels evaluating the same group
 node by node: the same bits (values and dtypes) on drawn groups of every dtype the generator
 handles, with broadcasts (dropped axes, size-1 axes, 0-d), uniform and array constants,
-several loop shapes in one group, 0-size and 1-size shapes; the NumPy kernel where an operand
-is not C-contiguous; typed declines for what it has no code for."""
+several loop shapes in one group, 0-size and 1-size shapes; operands that are not C-contiguous
+copied first; typed declines for what it has no code for."""
 
 from __future__ import annotations
 
@@ -218,7 +218,7 @@ def test_every_dtype_adds_compares_selects_and_converts():
                                    lax.convert(x, new_dtype=D.bool_)], [a, b])
 
 
-def test_operands_that_are_not_c_contiguous_run_the_numpy_kernel():
+def test_operands_that_are_not_c_contiguous_are_copied_first():
     rng = np.random.default_rng(3)
     host = rng.standard_normal((40, 36)).astype(np.float32)
     t = xp.asarray(host, device=DEV)
