@@ -3,9 +3,9 @@
 A group (passes/fusion.py: elementwise and broadcast_in_dim nodes, the constants they read,
 its outputs) becomes one function: its 0-d values first, as scalars; then one loop nest per
 shape its nodes compute in (an optimizer's update of parameters of several shapes has one
-per shape), a loop over the rows (every axis but the last) around a loop over the last
-axis, or one loop over all elements where nothing is broadcast, each node one scalar
-expression in it. Operands are read at their own index, 0
+per shape): one loop per axis (LLVM unrolls short inner ones: a pooling window's axes of 2),
+or one loop over all elements where nothing is broadcast, each node one scalar expression
+in it. Operands are read at their own index, 0
 along the axes they are broadcast on; a value one loop computes and another broadcasts is
 kept in an array. Every result is cast to its dtype, so integers wrap as NumPy's do.
 
@@ -65,13 +65,6 @@ EXACT: dict[str, dict[str, str]] = {
 SCALAR_ONLY: dict[str, dict[str, str]] = {"pow": {"f": "{0} ** {1}"}}
 """Primitives generated for 0-d values only (computed once, before the loops): C's pow,
 which NumPy's power calls for them too (an optimizer's bias corrections, b ** t)."""
-MIN_INNER = 32
-"""Elements along the last axis of a loop, at least: over shorter rows (a pooling window's
-6-d view, NCHW's 8 x 8 images) the inner loop cannot use SIMD and NumPy is faster; a group
-with such a loop of `SHORT_ROWS_MAX` elements or more is left to NumPy."""
-SHORT_ROWS_MAX = 4096
-
-
 def _kind(dtype: Any) -> str:
     if dtype is D.bool_:
         return _B
@@ -181,9 +174,6 @@ def generate(graph: Any, uniform_consts: dict) -> Source:
             scalars[out] = name
         else:
             loops.setdefault(out.aval.shape, []).append(n)
-    for shape, ns in loops.items():
-        if shape[-1] < MIN_INNER and math.prod(shape) >= SHORT_ROWS_MAX and not _flat(ns):
-            raise Unsupported(f"a loop over {shape}: rows of {shape[-1]} elements are too short")
     # values one loop computes and another reads through a broadcast: kept in arrays
     computed_in = {o: s for s, ns in loops.items() for n in ns for o in n.outputs}
     kept: dict[Var, str] = {}
@@ -270,13 +260,9 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
     if rank == 1 or flat:
         head = [f"for j in range({math.prod(shape)}):"]
         pad = "    "
-    else:
-        head = [f"for r in range({math.prod(shape[:-1])}):"]
-        for d in range(rank - 1):  # r's digits in the row axes (numba forbids reassigning r)
-            inner = math.prod(shape[d + 1:-1])
-            head.append(f"    i{d} = (r // {inner}) % {shape[d]}" if d else f"    i0 = r // {inner}")
-        head.append(f"    for j in range({shape[-1]}):")
-        pad = "        "
+    else:  # one loop per axis: LLVM unrolls short inner ones (a pooling window's axes of 2)
+        head = [f"{'    ' * d}for {name} in range({n}):" for d, (name, n) in enumerate(zip(idx, shape))]
+        pad = "    " * rank
     body: list[str] = []
     local: dict = {}
 
@@ -320,5 +306,4 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
         pad + line for line in body]
 
 
-__all__ = ["CAST", "EXACT", "MIN_INNER", "SCALAR_ONLY", "SHORT_ROWS_MAX", "Source", "Unsupported",
-           "expression", "generate"]
+__all__ = ["CAST", "EXACT", "SCALAR_ONLY", "Source", "Unsupported", "expression", "generate"]

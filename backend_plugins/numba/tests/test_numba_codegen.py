@@ -142,7 +142,7 @@ def test_drawn_groups_give_numpys_bits(program):
     try:
         run_both(fn, inputs)
     except codegen.Unsupported as why:  # only ever for a known reason
-        assert any(w in str(why) for w in ("too short", "has no generated code", "none of its outputs"))
+        assert any(w in str(why) for w in ("has no generated code", "none of its outputs"))
 
 
 
@@ -166,7 +166,7 @@ def test_several_loop_shapes_a_scalar_prelude_and_passthrough_outputs():
 
     graph, _, got = run_both(fn, [*hosts, step])
     src = codegen.generate(graph, {})
-    assert "for r in range(40):" in src.text and "for j in range(33):" in src.text and "**" in src.text
+    assert "for i0 in range(40):" in src.text and "for j in range(33):" in src.text and "**" in src.text
     assert got[0] is got[6]
 
 
@@ -244,15 +244,22 @@ def test_groups_without_generated_code_are_declined_with_their_reason():
         with pytest.raises(codegen.Unsupported, match=reason):
             codegen.generate(graph, {})
     long = xp.asarray(np.ones((2048, 4), np.float32), device=DEV)  # 8192 elements in rows of 4
-    row = xp.asarray(np.ones(4, np.float32), device=DEV)
-    def biased(x, b):
-        return [lax.add(x, lax.broadcast_in_dim(b, shape=(2048, 4), broadcast_dimensions=(1,)))]
-
-    graph = trace(biased, long, row).replace(out_tree=None)
-    with pytest.raises(codegen.Unsupported, match="too short"):
-        codegen.generate(graph, {})
     flat = trace(lambda x: [lax.mul(lax.add(x, x), x)], long).replace(out_tree=None)
     assert "for j in range(8192):" in codegen.generate(flat, {}).text  # no broadcast: one flat loop
+
+
+def test_short_rows_under_a_broadcast_get_one_loop_per_axis():
+    """A pooling window's 6-d view (max broadcast back over the window's axes of 2)."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 2, 4, 2, 4, 2)).astype(np.float32)
+    m = x.max(axis=(3, 5))
+
+    def mask(x, m):
+        b = lax.broadcast_in_dim(m, shape=x.shape, broadcast_dimensions=(0, 1, 2, 4))
+        return [lax.select(lax.eq(x, b), x, lax.neg(x))]
+
+    graph, _, _ = run_both(mask, [x, m])
+    assert "for i4 in range(4):" in codegen.generate(graph, {}).text
 
 
 @pytest.mark.parametrize("shape", [(0, 40), (1, 1), (40, 0), (1,)])
