@@ -85,6 +85,15 @@ def expression(name: str, in_dtypes: list, out_dtype: Any, args: list[str], para
         if _kind(src) == _F and _kind(dst) != _F:
             raise Unsupported(f"convert {src} -> {dst} (float to integer) has no generated code")
         return f"{CAST[dst]}({args[0]})"
+    if name in ("shift_left", "shift_right"):  # NumPy's kernel: 0 (or the sign) past the width
+        x, y = args
+        kind, cast, bits = _kind(in_dtypes[0]), CAST[out_dtype], in_dtypes[0].numpy.itemsize * 8
+        if kind not in (_I, _U):
+            raise Unsupported(f"{name} of {in_dtypes[0]} has no generated code")
+        fill = f"({cast}(-1) if {x} < 0 else {cast}(0))" if name == "shift_right" and kind == _I \
+            else f"{cast}(0)"
+        op = "<<" if name == "shift_left" else ">>"
+        return f"({cast}({x} {op} {y}) if 0 <= {y} < {bits} else {fill})"
     if name == "clamp":  # lo, x, hi: minimum(maximum(x, lo), hi), as the NumPy kernel
         lo, x, hi = args
         inner = expression("maximum", [in_dtypes[1]] * 2, out_dtype, [x, lo], {})
@@ -239,9 +248,9 @@ def _topological(deps: dict) -> list:
 
 
 def _flat(nodes: list) -> bool:
-    """Whether a loop reads every array at its own index (no broadcast): then it runs over
-    the flattened elements, whatever the rows' length."""
-    return not any(n.prim.name == "broadcast_in_dim" for n in nodes)
+    """Whether a loop reads every array at its own index (no broadcast) and needs no axis
+    index (no iota): then it runs over the flattened elements."""
+    return not any(n.prim.name in ("broadcast_in_dim", "iota") for n in nodes)
 
 
 def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, results: dict) -> list:
@@ -281,7 +290,9 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
     for n in nodes:
         out = n.outputs[0]
         name = f"w{len(body)}"
-        if n.prim.name == "broadcast_in_dim":
+        if n.prim.name == "iota":
+            body.append(f"{name} = {CAST[out.aval.dtype]}({idx[n.params['dimension']]})")
+        elif n.prim.name == "broadcast_in_dim":
             src_v = n.inputs[0]
             if src_v in local and src_v.aval.shape == shape:  # broadcast to its own shape
                 local[out] = local[src_v]

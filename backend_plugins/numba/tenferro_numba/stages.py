@@ -17,7 +17,8 @@ from tenferro_runtime.graph import Graph, Var
 
 from .codegen import CAST, EXACT, SCALAR_ONLY, Unsupported
 
-_IN_LOOPS = frozenset(EXACT) | {"convert", "clamp", "broadcast_in_dim", "full"}
+_IN_LOOPS = frozenset(EXACT) | {"convert", "clamp", "broadcast_in_dim", "full", "iota", "shift_left",
+                                 "shift_right"}
 
 
 def cuts(group: Graph) -> list[int]:

@@ -23,7 +23,8 @@ DEV = default_runtime().device("numpy:cpu")
 FLOAT_UNARY = ["neg", "abs", "sqrt", "floor", "ceil", "trunc"]
 FLOAT_BINARY = ["add", "sub", "mul", "div", "maximum", "minimum"]
 INT_UNARY = ["neg", "bitwise_not"]
-INT_BINARY = ["add", "sub", "mul", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor"]
+INT_BINARY = ["add", "sub", "mul", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor",
+              "shift_left", "shift_right"]
 BOOL_UNARY = ["logical_not"]
 BOOL_BINARY = ["logical_and", "logical_or", "logical_xor", "eq", "ne"]
 COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
@@ -267,3 +268,55 @@ def test_zero_and_one_size_loops(shape):
     rng = np.random.default_rng(5)
     a = rng.standard_normal(shape).astype(np.float32)
     run_both(lambda x: [lax.mul(lax.add(x, x), x), lax.neg(x)], [a])
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint32", "int64", "uint8"])
+def test_shifts_past_the_width_and_negative_amounts(dtype):
+    """NumPy's kernel: 0 past the width (the sign for a signed right shift), negative amounts
+    as past the width."""
+    rng = np.random.default_rng(7)
+    bits = np.dtype(dtype).itemsize * 8
+    x = _values(rng, (4, 40), dtype)
+    y = np.resize(np.array([0, 1, bits - 1, bits, bits + 3, -1, -bits, 5], dtype=np.int64), (4, 40))
+    y = y.astype(dtype) if np.dtype(dtype).kind == "i" else np.where(y < 0, bits + 1, y).astype(dtype)
+    run_both(lambda a, b: [lax.shift_left(a, b), lax.shift_right(a, b)], [x, y])
+
+
+def test_iota_in_a_loop_counts_along_its_dimension():
+    """(Tracing folds an iota into a constant; the fusion pass keeps large ones in groups.)"""
+    from tenferro_core import catalog
+    from tenferro_core.avals import Aval
+    from tenferro_runtime.graph import Graph, Node, Var
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 5, 40)).astype(np.float32)
+    xv = Var(Aval(x.shape, D.float32, DEV))
+    i, k = Var(Aval(x.shape, D.float32, DEV)), Var(Aval(x.shape, D.int32, DEV))
+    s, kk = Var(Aval(x.shape, D.float32, DEV)), Var(Aval(x.shape, D.int32, DEV))
+    iota = {"shape": x.shape, "device": DEV}
+    graph = Graph(inputs=[xv], nodes=[
+        Node(catalog.iota, [], {**iota, "dtype": D.float32, "dimension": 1}, [i]),
+        Node(catalog.iota, [], {**iota, "dtype": D.int32, "dimension": 2}, [k]),
+        Node(catalog.add, [xv, i], {}, [s]), Node(catalog.mul, [k, k], {}, [kk])], outputs=[s, kk])
+    got = group_kernel(graph, DEV)(x)
+    idx = np.indices(x.shape)
+    same(got[0], x + idx[1].astype(np.float32))
+    same(got[1], (idx[2] * idx[2]).astype(np.int32))
+    assert "for i1 in range(5):" in codegen.generate(graph, {}).text
+
+
+def test_a_random_keys_rounds_on_0d_values_run_as_one_function():
+    """Threefry on a 0-d key (`random.split`): 100+ nodes of 0-d values, generated as scalar
+    code whatever its size (executor.MANY_NODES)."""
+    from tenferro_numba.executor import MANY_NODES, worth_generating
+    from tenferro_runtime import compile, random
+    from tenferro_runtime.graph_prims import fused_p
+
+    split = compile(lambda k: random.uniform(random.fold_in(random.split(k, 2)[1], 7), (3,)))
+    key = random.key(3)
+    graph = split.lower(key)
+    groups = [n for n in graph.nodes if n.prim is fused_p and len(n.params["graph"].nodes) >= MANY_NODES]
+    assert groups and all(worth_generating(n, DEV) for n in groups)
+    want = compile(lambda k: random.uniform(random.fold_in(random.split(k, 2)[1], 7), (3,)),
+                   backend="plan")(key)
+    assert split(key).numpy().tobytes() == want.numpy().tobytes()
