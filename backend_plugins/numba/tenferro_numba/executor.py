@@ -52,10 +52,6 @@ _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}
 
 
-MANY_NODES = 64
-"""Nodes of a group generated whatever its size: each NumPy (or torch) call costs about a
-microsecond even on 0-d values, a loop's call about one in all (a random key's threefry
-rounds: 141 nodes on 0-d values, 0.12 ms in NumPy)."""
 TORCH_MIN_ELEMENTS = 1 << 18
 """`MIN_ELEMENTS` on torch:cpu, whose fused groups already run on torch's threads: below it a
 one-thread loop lost to them (65k-element groups of a transformer block, 0.04 against 0.02
@@ -78,8 +74,7 @@ def worth_generating(node: Any, device: Any = None) -> bool:
     elements = sum(v.aval.size for v in node.outputs)
     torch = device is not None and device.name == "torch:cpu"
     least, work = (TORCH_MIN_ELEMENTS, TORCH_MIN_WORK) if torch else (MIN_ELEMENTS, MIN_WORK)
-    nodes = len(node.params["graph"].nodes)
-    return nodes >= MANY_NODES or (elements >= least and elements * nodes >= work)
+    return elements >= least and elements * len(node.params["graph"].nodes) >= work
 
 
 def compile_graph(graph: Any, device: Any) -> Any:
@@ -274,5 +269,5 @@ def load(text: str, name: str) -> Any:
         return fn
 
 
-__all__ = ["MANY_NODES", "MIN_ELEMENTS", "MIN_WORK", "TORCH_MIN_ELEMENTS", "TORCH_MIN_WORK", "cache_dir",
+__all__ = ["MIN_ELEMENTS", "MIN_WORK", "TORCH_MIN_ELEMENTS", "TORCH_MIN_WORK", "cache_dir",
            "compile_graph", "group_kernel", "load", "worth_generating"]
