@@ -47,11 +47,6 @@ MIN_WORK = 1 << 18
 """Elements times nodes of a group, at least: a short group over few elements gains little
 and its first compile costs ~0.5 s."""
 
-_LOADED: dict[str, Any] = {}
-_LOCK = threading.Lock()
-_STATE: dict[str, Any] = {}
-
-
 TORCH_MIN_ELEMENTS = 1 << 18
 """`MIN_ELEMENTS` on torch:cpu, whose fused groups already run on torch's threads: below it a
 one-thread loop lost to them (65k-element groups of a transformer block, 0.04 against 0.02
@@ -59,6 +54,10 @@ ms), above it the loop wins (its Adam update, 0.45 against 0.92 ms)."""
 TORCH_MIN_WORK = 1 << 22
 """`MIN_WORK` on torch:cpu: an SGD update (2 nodes over 400k elements) is faster as torch's
 two-thread kernels (the MLP step 1.07x JAX instead of 0.99x)."""
+
+_LOADED: dict[str, Any] = {}  # generated source -> its numba dispatcher
+_LOCK = threading.Lock()
+_STATE: dict[str, Any] = {}  # "numba": the module, or None where it is not importable
 
 
 def worth_generating(node: Any, device: Any = None) -> bool:
@@ -110,7 +109,8 @@ def _numba() -> Any:
 
 
 class _Chooser:
-    """`kernel_for` of build_plan: a generated kernel per large fused group."""
+    """`kernel_for` of build_plan: a generated kernel per large fused group or batched outer
+    product."""
 
     def __init__(self, device: Any):
         self.device = device
