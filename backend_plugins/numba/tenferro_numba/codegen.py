@@ -62,21 +62,20 @@ EXACT: dict[str, dict[str, str]] = {
     "bitwise_xor": {"iu": "{0} ^ {1}", "b": "({0} != {1})"},
     "select": {"bfiub": "({1} if {0} else {2})"},
 }
-SCALAR_ONLY: dict[str, dict[str, str]] = {}
-"""Primitives generated for 0-d values only (computed once, before the loops). None now:
-numba's pow (LLVM's) differs from NumPy's power in the last bit for 183 of 0.9 ** 1..1999 in
-float32 (103 in float64), so an optimizer's bias corrections stay NumPy's (a cut, stages.py)."""
+# No pow, not even on 0-d values: numba's (LLVM's) differs from NumPy's power in the last bit
+# for 183 of 0.9 ** 1..1999 in float32 (103 in float64), so an optimizer's bias corrections stay
+# NumPy's (a cut, stages.py).
+
+
 def _kind(dtype: Any) -> str:
     if dtype is D.bool_:
         return _B
     return {"f": _F, "i": _I, "u": _U}[dtype.numpy.kind]
 
 
-def expression(name: str, in_dtypes: list, out_dtype: Any, args: list[str], params: dict,
-               scalar: bool = False) -> str:
+def expression(name: str, in_dtypes: list, out_dtype: Any, args: list[str], params: dict) -> str:
     """The numba expression of one elementwise primitive on operand names, cast to
-    `out_dtype` (`scalar`: computed once, on 0-d values); raises Unsupported where there is
-    none."""
+    `out_dtype`; raises Unsupported where there is none."""
     if name == "convert":
         src, dst = in_dtypes[0], out_dtype
         if src is dst:
@@ -99,7 +98,7 @@ def expression(name: str, in_dtypes: list, out_dtype: Any, args: list[str], para
         lo, x, hi = args
         inner = expression("maximum", [in_dtypes[1]] * 2, out_dtype, [x, lo], {})
         return expression("minimum", [in_dtypes[1]] * 2, out_dtype, [inner, hi], {})
-    table = EXACT.get(name) or (SCALAR_ONLY.get(name) if scalar else None)
+    table = EXACT.get(name)
     if table is None:
         raise Unsupported(f"{name} has no generated code")
     kind = _kind(in_dtypes[1] if name == "select" else in_dtypes[0])
@@ -180,7 +179,7 @@ def generate(graph: Any, uniform_consts: dict) -> Source:
             ins = [scalars[v] for v in n.inputs]
             name = f"v{len(lines)}"
             dts = [v.aval.dtype for v in n.inputs]
-            lines.append(f"{name} = {expression(n.prim.name, dts, out.aval.dtype, ins, n.params, True)}")
+            lines.append(f"{name} = {expression(n.prim.name, dts, out.aval.dtype, ins, n.params)}")
             scalars[out] = name
         else:
             loops.setdefault(out.aval.shape, []).append(n)
@@ -318,4 +317,4 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
         pad + line for line in body]
 
 
-__all__ = ["CAST", "EXACT", "SCALAR_ONLY", "Source", "Unsupported", "expression", "generate"]
+__all__ = ["CAST", "EXACT", "Source", "Unsupported", "expression", "generate"]

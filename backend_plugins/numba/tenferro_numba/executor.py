@@ -25,6 +25,7 @@ the same process ran 4x slower, docs/performance.md).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -127,7 +128,7 @@ class _Chooser:
         try:
             kernel = fused_kernel(node.params["graph"], self.device)
         except Unsupported as why:
-            log.info("numba executor: a fused group at %s runs its NumPy kernel: %s", node.site or "?", why)
+            log.info("numba executor: a fused group at %s runs its own kernel: %s", node.site or "?", why)
             return None
         self.generated += 1
         return kernel
@@ -150,8 +151,7 @@ def fused_kernel(group: Any, device: Any) -> Any:
 
 class _Bridge:
     """A device's buffers as NumPy arrays and back: the identity on numpy devices; on
-    torch:cpu, ``Tensor.numpy()`` (shares memory; None for a non-contiguous tensor, which
-    then runs the device's own kernel) and ``torch.from_numpy``."""
+    torch:cpu, ``Tensor.numpy()`` and ``torch.from_numpy`` (both share memory)."""
 
     def __init__(self, device: Any):
         self.numpy = device.backend.name == "numpy"
@@ -222,8 +222,13 @@ def group_kernel(group: Any, device: Any) -> Any:
 
 
 def cache_dir() -> Path:
-    """Where generated sources and numba's compiled code are kept."""
-    root = os.environ.get("TENFERRO_NUMBA_CACHE")
+    """Where generated sources and numba's compiled code are kept (``TENFERRO_NUMBA_CACHE``
+    as it is now; the folder is made and probed once per value)."""
+    return _cache_dir(os.environ.get("TENFERRO_NUMBA_CACHE"))
+
+
+@functools.cache
+def _cache_dir(root: str | None) -> Path:
     if root:
         path = Path(root)
     else:

@@ -15,21 +15,16 @@ from typing import Any
 
 from tenferro_runtime.graph import Graph, Var
 
-from .codegen import CAST, EXACT, SCALAR_ONLY, Unsupported
+from .codegen import CAST, EXACT, Unsupported
 
 _IN_LOOPS = frozenset(EXACT) | {"convert", "clamp", "broadcast_in_dim", "full", "iota", "shift_left",
                                  "shift_right"}
 
 
 def cuts(group: Graph) -> list[int]:
-    """Indices of the nodes a loop has no code for (they run NumPy's kernel), where the group
-    computes them on arrays (0-d ones stay in the loops' scalar prelude where they can)."""
-    out = []
-    for k, n in enumerate(group.nodes):
-        scalar = all(o.aval.shape == () for o in n.outputs)
-        if n.prim.name not in _IN_LOOPS and not (scalar and n.prim.name in SCALAR_ONLY):
-            out.append(k)
-    return out
+    """Indices of the nodes a loop has no code for (they run NumPy's kernel, on arrays or on
+    0-d values alike)."""
+    return [k for k, n in enumerate(group.nodes) if n.prim.name not in _IN_LOOPS]
 
 
 def staged_kernel(group: Graph, device: Any, loop_kernel: Any) -> Any:

@@ -423,8 +423,12 @@ def _matmul2d(a, b):
     a wide result (2 <= m <= 32, n >= 4m, m * n >= `WIDE_NT`): 16 x 576 @ 576 x 960 float32
     235 us against 126 with the copy back to row-major (the same bits in every shape
     measured; docs/performance.md). From 64 rows on the copy costs more than it saves."""
-    if (_wide(a.shape[0], b.shape[1], a.dtype, b.dtype) and a.flags.c_contiguous and b.flags.f_contiguous
-            and not b.flags.c_contiguous):
+    return (_wide_matmul if _wide(a.shape[0], b.shape[1], a.dtype, b.dtype) else _matmul)(a, b)
+
+
+def _wide_matmul(a, b):
+    """a @ b of a wide signature: (W @ x.T).T where `b` is a transposed row-major matrix."""
+    if a.flags.c_contiguous and b.flags.f_contiguous and not b.flags.c_contiguous:
         return np.ascontiguousarray(_matmul(b.T, a.T).T)
     return _matmul(a, b)
 
@@ -432,15 +436,7 @@ def _matmul2d(a, b):
 def _matmul2d_for(m: int, n: int, a_dtype: Any, b_dtype: Any):
     """`_matmul2d` for one signature: its shape and dtype tests made once (about 0.7 us a
     call), the layout test per call only where the signature is wide."""
-    if not _wide(m, n, a_dtype, b_dtype):
-        return _matmul
-
-    def matmul2d(a, b):
-        if a.flags.c_contiguous and b.flags.f_contiguous and not b.flags.c_contiguous:
-            return np.ascontiguousarray(_matmul(b.T, a.T).T)
-        return _matmul(a, b)
-
-    return matmul2d
+    return _wide_matmul if _wide(m, n, a_dtype, b_dtype) else _matmul
 
 
 def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):

@@ -57,7 +57,6 @@ def _torch() -> Any:
 def _import_torch() -> Any:
     import os
 
-    global OMP_SPIN_APPLIED
     mine = not (os.environ.get("GOMP_SPINCOUNT") or os.environ.get("OMP_WAIT_POLICY"))
     if mine:
         os.environ["GOMP_SPINCOUNT"] = OMP_SPIN_COUNT
@@ -66,13 +65,7 @@ def _import_torch() -> Any:
     finally:
         if mine:  # read by libgomp's constructor; child processes keep their own default
             del os.environ["GOMP_SPINCOUNT"]
-    OMP_SPIN_APPLIED = mine
     return torch
-
-
-OMP_SPIN_APPLIED = False
-"""Whether torch's libgomp (libgomp.so.1, which numba's OpenMP layer then shares) was loaded
-with `OMP_SPIN_COUNT` (tenferro-numba reads it)."""
 
 
 def _raise_if_out_of_memory(what: str, device: str, exc: BaseException) -> None:
