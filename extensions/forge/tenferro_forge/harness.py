@@ -6,6 +6,7 @@ the candidate exists, makes inputs, then imports the candidate from its file, an
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import json
 import sys
@@ -407,25 +408,10 @@ def bench(args: dict) -> dict:
         return _import_failed(exc)
     rng = np.random.default_rng(0)
     findings, results = [], []
-    clock = CLOCK
     for shape, canon, outs, base, inputs, bufs in prepared:
-        times: dict[str, list[int]] = {"base": [], "cand": []}
         threads = len(STARTED)
-        last: dict[int, Any] = {}
         try:
-            for i in range(warmup + calls):
-                args_i = bufs[i % sets]
-                pair = (
-                    (("base", base), ("cand", kernel)) if i % 2 == 0 else (("cand", kernel), ("base", base))
-                )
-                for name, fn in pair:
-                    t0 = clock()
-                    out = fn(*args_i, **canon)
-                    t1 = clock()
-                    if i >= warmup:
-                        times[name].append(t1 - t0)
-                    if name == "cand":
-                        last[i % sets] = out
+            times, last = _timed_rounds(base, kernel, bufs, canon, warmup, calls)
         except BaseException as exc:  # noqa: BLE001
             findings.append(timed_error(shape, exc))
             continue
@@ -475,6 +461,33 @@ def bench(args: dict) -> dict:
         "bandwidth": bw,
         "threads": pinned,
     }
+
+
+def _timed_rounds(base: Any, kernel: Any, bufs: list, canon: dict, warmup: int, calls: int) -> tuple:
+    """Interleaved timed calls of the baseline and the candidate, the garbage collector off (as
+    timeit has it: a collection inside a microsecond call would decide a median): the times per
+    name, and the candidate's last output per input set."""
+    times: dict[str, list[int]] = {"base": [], "cand": []}
+    last: dict[int, Any] = {}
+    clock, was_enabled = CLOCK, gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(warmup + calls):
+            args_i = bufs[i % len(bufs)]
+            pair = (("base", base), ("cand", kernel)) if i % 2 == 0 else (("cand", kernel), ("base", base))
+            for name, fn in pair:
+                t0 = clock()
+                out = fn(*args_i, **canon)
+                t1 = clock()
+                if i >= warmup:
+                    times[name].append(t1 - t0)
+                if name == "cand":
+                    last[i % len(bufs)] = out
+    finally:
+        if was_enabled:
+            gc.enable()
+    return times, last
 
 
 GATE = 1.10
