@@ -246,7 +246,9 @@ class Runner:
     __slots__ = ("run", "buffers")
 
     def __init__(self, callee: Any):
-        run = getattr(callee.executable(), "run_buffers", None)
+        exe = callee.executable()
+        runner = getattr(exe, "buffer_runner", None)
+        run = runner() if runner is not None else getattr(exe, "run_buffers", None)
         fixed = [(k, v) for k, v in enumerate(callee.optimized().outputs) if not hasattr(v, "aval")]
         self.buffers = run is not None and all(type(v) is Tensor for _, v in fixed)
         if not self.buffers:

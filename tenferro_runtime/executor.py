@@ -57,6 +57,10 @@ class PlanExecutable:
         fixed output's entry is None."""
         return self.plan.run_buffers(bufs)
 
+    def buffer_runner(self) -> Any:
+        """The fastest function of input buffers to output buffers (see Plan.buffer_runner)."""
+        return self.plan.buffer_runner()
+
 
 class BackendExecutable:
     """What an executor or a backend's compile(graph, device) returned: a function of input

@@ -140,6 +140,7 @@ class GroupKernels:
         def fused_group(*bufs: Any, graph: Any) -> tuple:
             return run(*bufs)
 
+        fused_group.without_params = run  # type: ignore[attr-defined]  # (plan_codegen)
         return fused_group
 
     def source(self, graph: Any) -> str:

@@ -77,6 +77,11 @@ class Plan:
             return self._first_run(bufs)
         return run(bufs)
 
+    def buffer_runner(self) -> Any:
+        """`run_buffers`, or the generated code itself once its first run is done (a loop
+        binds it once and calls it per iteration, one frame less)."""
+        return self._run or self.run_buffers
+
     def _first_run(self, bufs: list) -> list:
         """Run the generated code with each result checked against its aval (kernels that
         never ran eagerly, an executor's own included, are checked here), then switch to the

@@ -55,7 +55,11 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
             names[i] = f"c{i}"
     body = [f"    s{i} = bufs[{i}]" for i in range(n_inputs)]
     for k, (fn, _prim, ins, outs, params, multiple, frees) in enumerate(steps):
-        glb[f"f{k}"] = plain(fn)
+        fn = plain(fn)
+        bare = getattr(fn, "without_params", None)  # the same kernel, called on buffers only
+        if bare is not None:
+            fn, params = bare, None
+        glb[f"f{k}"] = fn
         args = [names.get(i, f"s{i}") for i in ins]
         if k in reuse:
             dead, form, donated = reuse[k]

@@ -83,13 +83,17 @@ class NumpyBackend:
 
             return specialized(params["graph"])
         if name in ("dot_general", "conv_general") and params is not None:
-            from .kernels import KERNELS, dot_kernel
-            from .threads import sized
+            from .kernels import KERNELS, dot_kernel, matmul2d_kernel, plain_matmul2d
+            from .threads import sized, small_state
 
+            macs, nbytes = _gemm_macs(name, in_avals, out_avals, params), _gemm_bytes(name, in_avals, params)
             if name == "dot_general" and kernel is KERNELS["dot_general"] and len(in_avals) == 2:
+                small = small_state(macs, nbytes)
+                if small is not None and plain_matmul2d(in_avals, params):  # the switch inlined
+                    a, b = in_avals
+                    return matmul2d_kernel(a.shape[0], b.shape[1], a.dtype.numpy, b.dtype.numpy, small)
                 kernel = dot_kernel(in_avals, params)  # its index work done once
-            return sized(kernel, _gemm_macs(name, in_avals, out_avals, params),
-                         _gemm_bytes(name, in_avals, params))
+            return sized(kernel, macs, nbytes)
         if (isinstance(kernel, partial) and kernel.keywords == {"out": Ellipsis}
                 and isinstance(kernel.func, np.ufunc) and all(a.shape for a in out_avals)):
             return _OPERATORS.get(kernel.func, kernel.func)
@@ -124,8 +128,13 @@ class NumpyBackend:
         return [buf[i, ...] for i in range(buf.shape[0])]
 
     def stack(self, bufs: Any) -> Any:
-        """The buffers stacked on a new axis 0."""
-        return np.stack(bufs)
+        """The buffers stacked on a new axis 0: of arrays of at least one axis, their
+        concatenation reshaped (the same copy, without np.stack's per-array expand_dims:
+        ~30% less for a scan's 200 outputs of 16 x 128)."""
+        first = bufs[0] if len(bufs) else None
+        if first is None or not first.ndim:
+            return np.stack(bufs)
+        return np.concatenate(bufs).reshape((len(bufs), *first.shape))
 
     def claims(self, obj: Any) -> str | None:
         """NumPy arrays are this backend's buffers."""

@@ -115,7 +115,8 @@ def _compile(graph: Any) -> tuple[Any, str]:
         return glb["fused"], src
     plain, _, _ = _body(graph, kernels, glb, dict(names), reuse=False)
     if reused and all(_c_ordered(c._buf) for c in graph.consts.values()):
-        checks = " and ".join(f"_ok({a})" for a in args) or "True"
+        # the flag inline: a C-contiguous operand (the common case) costs no call
+        checks = " and ".join(f"({a}.flags.c_contiguous or _ok({a}))" for a in args) or "True"
         lines.append(f"    if {checks}:")
         lines += _quieted(fast, 2) if quiet else ["        " + s for s in fast]
     lines += ["    " + s for s in plain]

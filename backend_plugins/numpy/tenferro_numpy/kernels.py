@@ -466,6 +466,37 @@ def _dot_general(lhs, rhs, *, contracting_dims, batch_dims):
     return _matmul(a, b).reshape(bshape + m + n)
 
 
+def matmul2d_kernel(m: int, n: int, a_dtype: Any, b_dtype: Any, small: Any = None):
+    """A plain (m, k) @ (k, n) dot_general of one signature as one Python frame (the quieted
+    np.matmul, the wide layout test where `_wide` holds, the BLAS thread switch where
+    `small` is the thread state of a small product): the same calls `_matmul2d` makes, so
+    the same bits, about 1 us less a call than the layered wrappers (a scan body's products
+    pay it every step)."""
+    wide = _wide(m, n, a_dtype, b_dtype)
+    mm, contiguous, on, off = np.matmul, np.ascontiguousarray, quiet_on, quiet_off
+
+    def matmul2d(lhs, rhs, contracting_dims=None, batch_dims=None):
+        if small is not None and small.current != 1:
+            small.use(1)
+        token = on()
+        try:
+            if wide and lhs.flags.c_contiguous and rhs.flags.f_contiguous and not rhs.flags.c_contiguous:
+                return contiguous(mm(rhs.T, lhs.T).T)
+            return mm(lhs, rhs)
+        finally:
+            off(token)
+
+    matmul2d.without_params = matmul2d  # type: ignore[attr-defined]  # a plan calls it on buffers
+    return matmul2d
+
+
+def plain_matmul2d(in_avals: tuple, params: dict) -> bool:
+    """True for a dot_general that is one plain (m, k) @ (k, n) product (`matmul2d_kernel`)."""
+    (lc, rc), (lb, _) = params["contracting_dims"], params["batch_dims"]
+    return len(in_avals[0].shape) == 2 and len(in_avals[1].shape) == 2 and lc == (1,) and rc == (0,) \
+        and not lb
+
+
 def dot_kernel(in_avals: tuple, params: dict):
     """`_dot_general` for one signature, its index work done once: where an operand's
     permuted axes already have its matrix's shape (x @ W.T: a transposed view) the view is
@@ -475,9 +506,8 @@ def dot_kernel(in_avals: tuple, params: dict):
     (lc, rc), (lb, _) = params["contracting_dims"], params["batch_dims"]
     ls, rs = in_avals[0].shape, in_avals[1].shape
     dt = [a.dtype.numpy for a in in_avals]
-    if len(ls) == 2 and len(rs) == 2 and lc == (1,) and rc == (0,) and not lb:
-        matmul = _matmul2d_for(ls[0], rs[1], *dt)
-        return lambda lhs, rhs, **_: matmul(lhs, rhs)
+    if plain_matmul2d(in_avals, params):
+        return matmul2d_kernel(ls[0], rs[1], *dt)
     if lb or not ls or not rs or (lc == (len(ls) - 1,) and rc == (0,) and len(ls) <= 2 and len(rs) <= 2):
         return _dot_general
     lf = [i for i in range(len(ls)) if i not in lc]

@@ -190,6 +190,16 @@ def set_threads(n: int) -> None:
     _STATE.sampled = -1e9
 
 
+def small_state(macs: int, nbytes: int) -> Any:
+    """The thread state a product of `macs` multiply-adds over `nbytes` of operands switches
+    to one thread before it runs (a kernel that inlines the switch reads `.current` and calls
+    `.use(1)`), or None where `sized` would not run it on one thread."""
+    state = _STATE
+    if not state.setters or not state.limit or state.limit == 1:
+        return None
+    return state if macs < SMALL_PRODUCT and nbytes < SMALL_OPERANDS else None
+
+
 def sized(kernel: Any, macs: int, nbytes: int = 0) -> Any:
     """`kernel` (a BLAS product of `macs` multiply-adds per call, reading `nbytes` of
     operands) run on one thread when it is small, otherwise on the runtime's `threads` less
@@ -198,7 +208,7 @@ def sized(kernel: Any, macs: int, nbytes: int = 0) -> Any:
     state = _STATE
     if not state.setters or not state.limit or state.limit == 1:
         return kernel
-    if macs < SMALL_PRODUCT and nbytes < SMALL_OPERANDS:
+    if small_state(macs, nbytes) is not None:
         def one_thread(*args: Any, **kwargs: Any) -> Any:
             if state.current != 1:
                 state.use(1)
