@@ -37,6 +37,7 @@ class ControlFlowPrimitive(Primitive):
     (`subgraphs` lets them and `verify_graph` look inside), and it is never folded."""
 
     loops = True  # graph_prims.foldable: never evaluated ahead of time
+    pruned: Any = None  # node -> the node without operands its callees never read, or None
 
     def __init__(self, name: str, schema: dict, out_avals: Any, run: Any, callees: Any, doc: str):
         super().__init__(name, _no_rule, params=schema, nin=None, multiple_results=True,
@@ -334,6 +335,34 @@ scan_p = ControlFlowPrimitive(
     doc="carry, y_i = body(*consts, *carry, *x_i) over the leading axis of xs; returns the "
         "final carry and the ys stacked (params: body, length, reverse, num_consts, num_carry, "
         "unroll).")
+
+
+def _scan_pruned(node: Any) -> Any:
+    """`node` (a scan) without the constants and xs its body never reads, or None when it
+    reads them all: a transposed scan gets every known operand, and each unread xs is still
+    sliced per iteration. The pruned body is kept with the body (one per pruning)."""
+    from .compiled import Callee
+    from .graph import Node, Var
+
+    p = node.params
+    body = p["body"]
+    graph = body.graph
+    read = {v for n in graph.nodes for v in n.inputs} | {v for v in graph.outputs if isinstance(v, Var)}
+    consts, carry, xs = scan_split(graph.inputs, p["num_consts"], p["num_carry"])
+    keep = (*(v in read for v in consts), *(True for _ in carry), *(v in read for v in xs))
+    if all(keep) or body.donated:
+        return None
+
+    def build() -> Any:
+        inputs = [v for v, k in zip(graph.inputs, keep) if k]
+        return Callee(graph.replace(inputs=inputs), body.name, body.passes, (), body.executor)
+
+    pruned = graph.derived(("scan_pruned", keep), build)
+    params = {**p, "body": pruned, "num_consts": sum(keep[:len(consts)])}
+    return Node(node.prim, [v for v, k in zip(node.inputs, keep) if k], params, node.outputs, node.site)
+
+
+scan_p.pruned = _scan_pruned
 
 BY_NAME = {p.name: p for p in (cond_p, while_p, scan_p)}
 

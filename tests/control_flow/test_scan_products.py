@@ -146,3 +146,41 @@ def test_loop_runner_fixed_outputs_and_scalar_xs(device, length, reverse, seed, 
     close(twos, [2.0] * length)
     close(prods, want_p)
     assert e.shape == (length, 0)
+
+
+def _unread(scan: object) -> list:
+    body = scan.params["body"].graph
+    read = {v for n in body.nodes for v in n.inputs} | set(body.outputs)
+    return [v for v in body.inputs if v not in read]
+
+
+def test_the_transposed_loop_reads_every_operand_it_gets():
+    """Dead code elimination drops the constants and xs a scan body never reads (the
+    transposed scan is given every known operand: the forward weight, the inputs xs)."""
+    params, xs, target = data(3, 4)
+    tp = [xp.asarray(p) for p in params]
+    graph = compile(ad.grad(lambda p: rnn_loss(p, xp.asarray(xs), xp.asarray(target)))).lower(tp)
+    scans = [n for n in graph.nodes if n.prim.name == "scan"]
+    assert len(scans) == 2 and all(_unread(s) == [] for s in scans)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=4, deadline=None)
+@given(st.integers(0, 3), st.booleans(), st.integers(0, 2**16))
+@example(0, False, 0).via("no iterations")
+def test_unread_scan_operands_are_pruned(device, length, reverse, seed):
+    """A body that ignores one of its xs: the compiled scan takes only the other, and gives
+    the uncompiled results."""
+    xs0, xs1 = values(seed, length), values(seed + 1, length)
+    w = xp.asarray(1.5, device=device)
+
+    def f(c, xs, ys):
+        return lax.scan(lambda c, x: (c * w + x[1], c - x[1]), c, (xs, ys), reverse=reverse)
+
+    args = (xp.asarray(0.5, device=device), xp.asarray(xs0, device=device), xp.asarray(xs1, device=device))
+    want = f(*args)
+    for a, b in zip(compile(f)(*args), want):
+        close(a, b.numpy())
+    scan = next(n for n in compile(f).lower(*args).nodes if n.prim.name == "scan")
+    p = scan.params
+    assert _unread(scan) == [] and len(scan.inputs) - p["num_consts"] - p["num_carry"] == 1
