@@ -285,7 +285,8 @@ def profile(rows: dict, number: int = 20) -> None:
     run = rows["numpy:cpu"]
     callee = run.step._cache[next(iter(run.step._cache))][0]
     exe = callee.executable()
-    plan = getattr(exe, "plan", exe)
+    # the generic executor's plan, or the plan an executor built (tenferro-numba's run_buffers)
+    plan = getattr(exe, "plan", None) or getattr(getattr(exe, "fn", None), "__self__", exe)
     steps = getattr(plan, "steps", None)
     if steps is None:
         print(f"  (no plan steps to profile: {type(exe).__name__})")
