@@ -222,14 +222,18 @@ def _run_scan(*ops: Tensor, body: Any, length: int, reverse: bool, num_consts: i
         step = Runner(body)
         slices = [step.unstack(x) if step.native(x) else step.unwrap(_unstack(body, x, length)) for x in xs]
         fixed, cur = step.unwrap(consts), step.unwrap(carry)
-        for k in range(length):
-            i = length - 1 - k if reverse else k
-            out = step.run([*fixed, *cur, *[s[i] for s in slices]])
-            cur = out[:num_carry]
-            for acc, y in zip(ys, out[num_carry:]):
-                acc.append(y)
-        if reverse:
-            ys = [acc[::-1] for acc in ys]
+        loop = step.scan_loop(num_consts, num_carry, reverse)
+        if loop is not None:  # the body's plan inlined in one generated loop
+            cur, ys = loop(fixed, cur, slices, length)
+        else:
+            for k in range(length):
+                i = length - 1 - k if reverse else k
+                out = step.run([*fixed, *cur, *[s[i] for s in slices]])
+                cur = out[:num_carry]
+                for acc, y in zip(ys, out[num_carry:]):
+                    acc.append(y)
+            if reverse:
+                ys = [acc[::-1] for acc in ys]
         stacked = [xp.zeros((0, *a.shape), dtype=a.dtype, device=a.device) if not acc else
                    step.stack(acc, a) if step.native(a) else
                    _stack(body, step.wrap(acc, [a] * length), a)
@@ -244,10 +248,10 @@ class Runner:
     backend has `unstack`/`stack` (optional backend methods), a scan's operands are sliced
     and its outputs stacked by them (`native`)."""
 
-    __slots__ = ("run", "buffers")
+    __slots__ = ("run", "buffers", "exe")
 
     def __init__(self, callee: Any):
-        exe = callee.executable()
+        exe = self.exe = callee.executable()
         runner = getattr(exe, "buffer_runner", None)
         run = runner() if runner is not None else getattr(exe, "run_buffers", None)
         fixed = [(k, v) for k, v in enumerate(callee.optimized().outputs) if not hasattr(v, "aval")]
@@ -266,6 +270,11 @@ class Runner:
             self.run = run_fixed
         else:
             self.run = run
+
+    def scan_loop(self, n_consts: int, n_carry: int, reverse: bool) -> Any:
+        """The body's generated scan loop on buffers (its executable's `scan_loop`), or None."""
+        make = getattr(self.exe, "scan_loop", None) if self.buffers else None
+        return make(n_consts, n_carry, reverse) if make is not None else None
 
     def unwrap(self, tensors: Sequence[Tensor]) -> list:
         return [t._buf for t in tensors] if self.buffers else list(tensors)

@@ -61,6 +61,10 @@ class PlanExecutable:
         """The fastest function of input buffers to output buffers (see Plan.buffer_runner)."""
         return self.plan.buffer_runner()
 
+    def scan_loop(self, n_consts: int, n_carry: int, reverse: bool) -> Any:
+        """A scan's loop over this body, generated (Plan.scan_loop), or None."""
+        return self.plan.scan_loop(n_consts, n_carry, reverse)
+
 
 class BackendExecutable:
     """What an executor or a backend's compile(graph, device) returned: a function of input
@@ -83,6 +87,16 @@ class BackendExecutable:
 
     def run(self, args: tuple) -> list:
         return wrap_outputs(self.run_buffers([a._buf for a in args]), self.wrap)
+
+    def scan_loop(self, n_consts: int, n_carry: int, reverse: bool) -> Any:
+        """Where the runner is a plan's (an executor that built a plan with its own kernels,
+        as tenferro-numba does) and its first results were checked, the plan's generated scan
+        loop; else None."""
+        plan = getattr(self.fn, "__self__", None)
+        if self._check or not hasattr(plan, "scan_loop") or getattr(self.fn, "__func__", None) \
+                is not type(plan).run_buffers:
+            return None
+        return plan.scan_loop(n_consts, n_carry, reverse)
 
     def run_buffers(self, bufs: list) -> list:
         """Output buffers from input buffers, checked as `run` checks them."""

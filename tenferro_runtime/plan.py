@@ -30,7 +30,7 @@ class Plan:
     """Kernels of a graph in order over a flat list of buffer slots."""
 
     __slots__ = ("device", "in_avals", "template", "steps", "outputs", "reuse", "avals", "_run",
-                 "_wrap")
+                 "_wrap", "_loops")
 
     def __init__(self, device: Any, in_avals: tuple, template: list, steps: list, outputs: list,
                  reuse: dict | None = None, avals: dict | None = None):
@@ -45,6 +45,7 @@ class Plan:
         self.avals = avals or {}  # result slot -> aval: what the first run checks
         self._run: Any = None  # the steps as one generated function (plan_codegen), after the first run
         self._wrap = [(aval, slot is None) for slot, aval in outputs]
+        self._loops: dict = {}  # (n_consts, n_carry, reverse) -> the generated scan loop
 
     def source(self) -> str:
         """The generated Python the plan runs (for debugging)."""
@@ -81,6 +82,28 @@ class Plan:
         """`run_buffers`, or the generated code itself once its first run is done (a loop
         binds it once and calls it per iteration, one frame less)."""
         return self._run or self.run_buffers
+
+    def scan_loop(self, n_consts: int, n_carry: int, reverse: bool) -> Any:
+        """The generated loop of a scan whose body is this plan (plan_codegen.generate_scan),
+        or None until the plan's first run has checked its kernels. Made once per shape of
+        scan; with kernel checks on, every result of every iteration is checked."""
+        if self._run is None:
+            return None
+        key = (n_consts, n_carry, reverse)
+        loop = self._loops.get(key)
+        if loop is None:
+            from .plan_codegen import generate_scan
+
+            n = len(self.in_avals)
+            check = [tuple(self.avals[o] for o in step[3]) for step in self.steps] \
+                if self.device.runtime.check_kernels else None
+            reuse = {k: r for k, r in self.reuse.items() if not r[2]}  # donation: never in a loop
+            fixed = {j: getattr(value, "_buf", value) for j, (slot, value) in enumerate(self.outputs)
+                     if slot is None}
+            loop = generate_scan(self.steps, self.template, n, [slot for slot, _ in self.outputs],
+                                 self.device, n_consts, n_carry, reverse, fixed, check, reuse)[0]
+            self._loops[key] = loop
+        return loop
 
     def _first_run(self, bufs: list) -> list:
         """Run the generated code with each result checked against its aval (kernels that

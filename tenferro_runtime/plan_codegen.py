@@ -35,13 +35,12 @@ def _holders() -> int:
 _HOLDERS = _holders()
 
 
-def generate(steps: list, template: list, n_inputs: int, out_slots: list, device: Any,
-             reuse: dict | None = None, check: list | None = None) -> tuple[Any, str]:
-    """(run(bufs) -> [output buffers], its source) for a plan's steps; `reuse` maps a step to
-    (the dead slot whose buffer its result is written into, the kernel's out form). With
-    `check` (each step's result avals), every result is compared with them as it is made."""
+def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict | None,
+          check: list | None, pad: str, keep: frozenset = frozenset()) -> tuple[dict, dict, list]:
+    """(the code's globals, slot -> name, the steps' lines at indent `pad`); the slots in
+    `keep` are never deleted (a loop's inputs, read again next iteration)."""
     reuse = reuse or {}
-    kept = {entry[0] for entry in reuse.values()}  # freed by the step that writes into them
+    kept = {entry[0] for entry in reuse.values()} | set(keep)  # freed by the step that writes into them
     # __name__: kernels' IEEE warnings (log(0), inf - inf) are as silent here as in eager
     # evaluation (the warnings filter tenferro_numpy.kernels installs names this module)
     glb: dict[str, Any] = {"__name__": "tenferro_runtime.plan", "_failed": failed, "_device": device,
@@ -53,7 +52,7 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
         if buf is not None and i >= n_inputs:
             glb[f"c{i}"] = buf
             names[i] = f"c{i}"
-    body = [f"    s{i} = bufs[{i}]" for i in range(n_inputs)]
+    body: list[str] = []
     for k, (fn, _prim, ins, outs, params, multiple, frees) in enumerate(steps):
         fn = plain(fn)
         bare = getattr(fn, "without_params", None)  # the same kernel, called on buffers only
@@ -64,22 +63,22 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
         if k in reuse:
             dead, form, donated = reuse[k]
             glb[f"o{k}"] = form
-            body.append(f"        k = {k}")
+            body.append(f"{pad}k = {k}")
             call = f"o{k}({', '.join(args + [f's{dead}'])})"
             if donated:  # the caller's buffer, if nothing but this run holds it
                 glb["_donatable"], glb["_count"] = device.backend.donatable, sys.getrefcount
                 # counted here, by a C call in a statement of its own: inside a Python
                 # callee the count also depends on whether the interpreter inlined the call
                 # (it does not once a PEP 523 frame hook, such as torch.compile's, is set)
-                body.append(f"        n = _count(s{dead}) - {_HOLDERS + 1}")
+                body.append(f"{pad}n = _count(s{dead}) - {_HOLDERS + 1}")
                 call = f"{call} if _donatable(s{dead}, n) else f{k}({', '.join(args)})"
-            body.append(f"        s{outs[0]} = {call}")
+            body.append(f"{pad}s{outs[0]} = {call}")
             if check is not None:
-                body.append(f"        _check(_prims[k], _device, _avals[k], s{outs[0]})")
+                body.append(f"{pad}_check(_prims[k], _device, _avals[k], s{outs[0]})")
             names[outs[0]] = f"s{outs[0]}"
             dead_names = [f"s{dead}"] + [f"s{i}" for i in frees
                                          if i not in kept and names.get(i, "").startswith("s")]
-            body.append(f"        del {', '.join(dead_names)}")
+            body.append(f"{pad}del {', '.join(dead_names)}")
             continue
         for key, value in (params or {}).items():
             glb[f"p{k}_{key}"] = value
@@ -87,21 +86,29 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
         for o in outs:
             names[o] = f"s{o}"
         target = ", ".join(f"s{o}" for o in outs) + ("," if multiple and len(outs) == 1 else "") or "_"
-        body.append(f"        k = {k}")
+        body.append(f"{pad}k = {k}")
         if check is not None:
-            body.append(f"        r = f{k}({', '.join(args)})")
-            body.append("        _check(_prims[k], _device, _avals[k], r)")
-            body.append(f"        {target} = r")
+            body.append(f"{pad}r = f{k}({', '.join(args)})")
+            body.append(f"{pad}_check(_prims[k], _device, _avals[k], r)")
+            body.append(f"{pad}{target} = r")
         else:
-            body.append(f"        {target} = f{k}({', '.join(args)})")
+            body.append(f"{pad}{target} = f{k}({', '.join(args)})")
         dead = [f"s{i}" for i in frees if i not in kept and names.get(i, "").startswith("s")]
         if dead:
-            body.append(f"        del {', '.join(dead)}")
-    head = body[:n_inputs]
-    steps_src = body[n_inputs:] or ["        pass"]
+            body.append(f"{pad}del {', '.join(dead)}")
+    return glb, names, body
+
+
+def generate(steps: list, template: list, n_inputs: int, out_slots: list, device: Any,
+             reuse: dict | None = None, check: list | None = None) -> tuple[Any, str]:
+    """(run(bufs) -> [output buffers], its source) for a plan's steps; `reuse` maps a step to
+    (the dead slot whose buffer its result is written into, the kernel's out form). With
+    `check` (each step's result avals), every result is compared with them as it is made."""
+    glb, names, steps_src = _emit(steps, template, n_inputs, device, reuse, check, " " * 8)
+    head = [f"    s{i} = bufs[{i}]" for i in range(n_inputs)]
     result = ", ".join(names.get(s, f"s{s}") if s is not None else "None" for s in out_slots)
     src = "\n".join([
-        "def run(bufs):", *head, "    k = -1", "    try:", *steps_src,
+        "def run(bufs):", *head, "    k = -1", "    try:", *(steps_src or ["        pass"]),
         "    except Exception as exc:",
         "        raise _failed(_prims[k], _device, exc)",
         f"    return [{result}]", ""])
@@ -109,4 +116,42 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
     return glb["run"], src
 
 
-__all__ = ["generate"]
+def generate_scan(steps: list, template: list, n_inputs: int, out_slots: list, device: Any,
+                  n_consts: int, n_carry: int, reverse: bool, fixed: dict,
+                  check: list | None = None, reuse: dict | None = None) -> tuple[Any, str]:
+    """(loop(consts, carry, slices, length) -> (carry, ys lists), its source): a scan whose
+    body is these plan steps, the body inlined in one generated loop (no call, argument list
+    or result list per iteration). `slices` holds each xs operand's per-iteration buffers;
+    `fixed` maps an output position to the fixed value the body returns there (its slot is
+    None). The ys lists are in index order (a reverse scan's are reversed at the end)."""
+    glb, names, steps_src = _emit(steps, template, n_inputs, device, reuse, check, " " * 12,
+                                  frozenset(range(n_inputs)))
+    n_x = n_inputs - n_consts - n_carry
+    for j, value in fixed.items():
+        glb[f"fx{j}"] = value
+    outs = [f"fx{j}" if s is None else names.get(s, f"s{s}") for j, s in enumerate(out_slots)]
+    n_y = len(outs) - n_carry
+    head = [f"    s{i} = consts[{i}]" for i in range(n_consts)]
+    head += [f"    s{n_consts + i} = carry[{i}]" for i in range(n_carry)]
+    head += [f"    x{i} = slices[{i}]" for i in range(n_x)]
+    head += [f"    y{j} = []" for j in range(n_y)] + [f"    a{j} = y{j}.append" for j in range(n_y)]
+    order = "range(length - 1, -1, -1)" if reverse else "range(length)"
+    loop = [f"        for i in {order}:"]
+    loop += [f"            s{n_consts + n_carry + i} = x{i}[i]" for i in range(n_x)]
+    loop += steps_src
+    loop += [f"            a{j}({outs[n_carry + j]})" for j in range(n_y)]
+    if n_carry:
+        loop.append(f"            {', '.join(f's{n_consts + i}' for i in range(n_carry))}, = "
+                    f"{', '.join(outs[:n_carry])},")
+    carry_out = ", ".join(f"s{n_consts + i}" for i in range(n_carry))
+    ys = ", ".join(f"y{j}[::-1]" if reverse else f"y{j}" for j in range(n_y))
+    src = "\n".join([
+        "def loop(consts, carry, slices, length):", *head, "    k = -1", "    try:", *loop,
+        "    except Exception as exc:",
+        "        raise _failed(_prims[k], _device, exc)",
+        f"    return [{carry_out}], [{ys}]", ""])
+    exec(compile(src, "<tenferro scan loop>", "exec"), glb)
+    return glb["loop"], src
+
+
+__all__ = ["generate", "generate_scan"]

@@ -55,7 +55,8 @@ def test_rnn_gradients_match_the_unrolled_loop(device, length, reverse, batch, s
     tx, tt = xp.asarray(xs, device=device), xp.asarray(target, device=device)
     want = ad.grad(lambda p: rnn_loss(p, tx, tt, reverse, unrolled=True))(tp)
     g = ad.grad(lambda p: rnn_loss(p, tx, tt, reverse))
-    for got in (g(tp), compile(g)(tp)):
+    cg = compile(g)
+    for got in (g(tp), cg(tp), cg(tp)):  # the second compiled call runs the generated loops
         for a, b in zip(got, want):
             close(a, b.numpy(), 1e-9)
 
@@ -136,16 +137,17 @@ def test_loop_runner_fixed_outputs_and_scalar_xs(device, length, reverse, seed, 
         return lax.scan(body, c, (xs, empty), reverse=reverse)
 
     fn = compile(f) if compiled else f
-    c, (twos, prods, e) = fn(xp.asarray(1.0, device=device), xp.asarray(xs0, device=device),
-                             xp.zeros((length, 0), device=device))
     want_c, want_p = 1.0, [0.0] * length
     for i in (range(length)[::-1] if reverse else range(length)):
         want_p[i] = xs0[i] * want_c
         want_c = want_c * 0.5 + xs0[i]
-    close(c, want_c)
-    close(twos, [2.0] * length)
-    close(prods, want_p)
-    assert e.shape == (length, 0)
+    for _ in range(2 if compiled else 1):  # compiled: the second call runs the generated loop
+        c, (twos, prods, e) = fn(xp.asarray(1.0, device=device), xp.asarray(xs0, device=device),
+                                 xp.zeros((length, 0), device=device))
+        close(c, want_c)
+        close(twos, [2.0] * length)
+        close(prods, want_p)
+        assert e.shape == (length, 0)
 
 
 def _unread(scan: object) -> list:
@@ -184,3 +186,35 @@ def test_unread_scan_operands_are_pruned(device, length, reverse, seed):
     scan = next(n for n in compile(f).lower(*args).nodes if n.prim.name == "scan")
     p = scan.params
     assert _unread(scan) == [] and len(scan.inputs) - p["num_consts"] - p["num_carry"] == 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_scan_body_runs_as_one_generated_loop_from_the_second_call(device, reverse):
+    """After the body's plan has run once (its kernels checked), the scan runs its body
+    inlined in a generated loop: the same values as the first call and the Python loop,
+    carry passed through, a carry input stacked as ys, two carries swapped each step."""
+    xs0 = values(7, 5)
+
+    def f(a, b, xs):
+        def body(c, x):
+            a, b = c
+            return (b, a * 0.5 + x), (a, x * b)
+        return lax.scan(body, (a, b), xs, reverse=reverse)
+
+    fn = compile(f)
+    args = (xp.asarray(1.0, device=device), xp.asarray(2.0, device=device), xp.asarray(xs0, device=device))
+    a, b, ys_a, ys_p = 1.0, 2.0, [0.0] * 5, [0.0] * 5
+    for i in (range(5)[::-1] if reverse else range(5)):
+        ys_a[i], ys_p[i] = a, xs0[i] * b
+        a, b = b, a * 0.5 + xs0[i]
+    for _ in range(2):
+        (ca, cb), (ya, yp) = fn(*args)
+        close(ca, a)
+        close(cb, b)
+        close(ya, ys_a)
+        close(yp, ys_p)
+    scan = next(n for n in fn.lower(*args).nodes if n.prim.name == "scan")
+    exe = scan.params["body"].executable()
+    p = scan.params
+    assert exe.scan_loop(p["num_consts"], p["num_carry"], reverse) is not None
