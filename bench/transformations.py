@@ -198,7 +198,7 @@ def rnn(rng: np.random.Generator, rounds: int) -> tuple[dict, dict]:
             g.block_until_ready()
 
     best = interleaved_all({**{k: (lambda f=f: f(tp, tx, tt)) for k, f in fns.items()},
-                            "JAX jit(grad) of lax.scan": jax_run}, max(3, rounds // 3), 2)
+                            "JAX jit(grad) of lax.scan": jax_run}, rounds, 3)
     return best, compile_s
 
 
