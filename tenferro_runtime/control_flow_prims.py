@@ -234,7 +234,9 @@ def _run_scan(*ops: Tensor, body: Any, length: int, reverse: bool, num_consts: i
                     acc.append(y)
             if reverse:
                 ys = [acc[::-1] for acc in ys]
-        stacked = [xp.zeros((0, *a.shape), dtype=a.dtype, device=a.device) if not acc else
+        stacked = [Tensor._new(acc, Aval((length, *a.shape), a.dtype, a.device))
+                   if not isinstance(acc, list) else  # written in place by the generated loop
+                   xp.zeros((0, *a.shape), dtype=a.dtype, device=a.device) if not acc else
                    step.stack(acc, a) if step.native(a) else
                    _stack(body, step.wrap(acc, [a] * length), a)
                    for acc, a in zip(ys, y_avals)]

@@ -101,7 +101,8 @@ class Plan:
             fixed = {j: getattr(value, "_buf", value) for j, (slot, value) in enumerate(self.outputs)
                      if slot is None}
             loop = generate_scan(self.steps, self.template, n, [slot for slot, _ in self.outputs],
-                                 self.device, n_consts, n_carry, reverse, fixed, check, reuse)[0]
+                                 self.device, n_consts, n_carry, reverse, fixed, check, reuse,
+                                 self.avals)[0]
             self._loops[key] = loop
         return loop
 

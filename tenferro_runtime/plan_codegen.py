@@ -36,9 +36,13 @@ _HOLDERS = _holders()
 
 
 def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict | None,
-          check: list | None, pad: str, keep: frozenset = frozenset()) -> tuple[dict, dict, list]:
+          check: list | None, pad: str, keep: frozenset = frozenset(),
+          into: dict | None = None) -> tuple[dict, dict, list]:
     """(the code's globals, slot -> name, the steps' lines at indent `pad`); the slots in
-    `keep` are never deleted (a loop's inputs, read again next iteration)."""
+    `keep` are never deleted (a loop's inputs, read again next iteration); `into` maps a
+    step to the expressions of the arrays its kernel's `into` form writes its results into
+    ("None": allocated as usual)."""
+    into = into or {}
     reuse = reuse or {}
     kept = {entry[0] for entry in reuse.values()} | set(keep)  # freed by the step that writes into them
     # __name__: kernels' IEEE warnings (log(0), inf - inf) are as silent here as in eager
@@ -80,6 +84,9 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
                                          if i not in kept and names.get(i, "").startswith("s")]
             body.append(f"{pad}del {', '.join(dead_names)}")
             continue
+        if k in into:  # the results written into given arrays (a scan's stacked outputs)
+            glb[f"f{k}"], params = plain(steps[k][0]).into(), None
+            args += into[k]
         for key, value in (params or {}).items():
             glb[f"p{k}_{key}"] = value
             args.append(f"{key}=p{k}_{key}")
@@ -118,33 +125,41 @@ def generate(steps: list, template: list, n_inputs: int, out_slots: list, device
 
 def generate_scan(steps: list, template: list, n_inputs: int, out_slots: list, device: Any,
                   n_consts: int, n_carry: int, reverse: bool, fixed: dict,
-                  check: list | None = None, reuse: dict | None = None) -> tuple[Any, str]:
-    """(loop(consts, carry, slices, length) -> (carry, ys lists), its source): a scan whose
-    body is these plan steps, the body inlined in one generated loop (no call, argument list
-    or result list per iteration). `slices` holds each xs operand's per-iteration buffers;
+                  check: list | None = None, reuse: dict | None = None,
+                  avals: dict | None = None) -> tuple[Any, str]:
+    """(loop(consts, carry, slices, length) -> (carry, ys), its source): a scan whose body is
+    these plan steps, the body inlined in one generated loop (no call, argument list or
+    result list per iteration). `slices` holds each xs operand's per-iteration buffers;
     `fixed` maps an output position to the fixed value the body returns there (its slot is
-    None). The ys lists are in index order (a reverse scan's are reversed at the end)."""
+    None). Each ys is a list of per-iteration buffers in index order (a reverse scan's are
+    reversed at the end) or, where a step's kernel has an `into` form (`_stacked_in_place`),
+    the stacked buffer itself, written in place each iteration."""
+    n_y = len(out_slots) - n_carry
+    into, stacked = _stacked_in_place(steps, out_slots[n_carry:], avals or {}, reuse or {})
     glb, names, steps_src = _emit(steps, template, n_inputs, device, reuse, check, " " * 12,
-                                  frozenset(range(n_inputs)))
+                                  frozenset(range(n_inputs)), into)
     n_x = n_inputs - n_consts - n_carry
     for j, value in fixed.items():
         glb[f"fx{j}"] = value
     outs = [f"fx{j}" if s is None else names.get(s, f"s{s}") for j, s in enumerate(out_slots)]
-    n_y = len(outs) - n_carry
     head = [f"    s{i} = consts[{i}]" for i in range(n_consts)]
     head += [f"    s{n_consts + i} = carry[{i}]" for i in range(n_carry)]
     head += [f"    x{i} = slices[{i}]" for i in range(n_x)]
-    head += [f"    y{j} = []" for j in range(n_y)] + [f"    a{j} = y{j}.append" for j in range(n_y)]
+    for j, (empty, aval) in stacked.items():
+        glb[f"_empty{j}"], glb[f"_t{j}"] = empty, aval.dtype.numpy
+        head.append(f"    y{j} = _empty{j}((length, *{tuple(aval.shape)}), _t{j})")
+    head += [f"    y{j} = []" for j in range(n_y) if j not in stacked]
+    head += [f"    a{j} = y{j}.append" for j in range(n_y) if j not in stacked]
     order = "range(length - 1, -1, -1)" if reverse else "range(length)"
     loop = [f"        for i in {order}:"]
     loop += [f"            s{n_consts + n_carry + i} = x{i}[i]" for i in range(n_x)]
     loop += steps_src
-    loop += [f"            a{j}({outs[n_carry + j]})" for j in range(n_y)]
+    loop += [f"            a{j}({outs[n_carry + j]})" for j in range(n_y) if j not in stacked]
     if n_carry:
         loop.append(f"            {', '.join(f's{n_consts + i}' for i in range(n_carry))}, = "
                     f"{', '.join(outs[:n_carry])},")
     carry_out = ", ".join(f"s{n_consts + i}" for i in range(n_carry))
-    ys = ", ".join(f"y{j}[::-1]" if reverse else f"y{j}" for j in range(n_y))
+    ys = ", ".join(f"y{j}[::-1]" if reverse and j not in stacked else f"y{j}" for j in range(n_y))
     src = "\n".join([
         "def loop(consts, carry, slices, length):", *head, "    k = -1", "    try:", *loop,
         "    except Exception as exc:",
@@ -152,6 +167,28 @@ def generate_scan(steps: list, template: list, n_inputs: int, out_slots: list, d
         f"    return [{carry_out}], [{ys}]", ""])
     exec(compile(src, "<tenferro scan loop>", "exec"), glb)
     return glb["loop"], src
+
+
+def _stacked_in_place(steps: list, y_slots: list, avals: dict, reuse: dict) -> tuple[dict, dict]:
+    """({step: its `into` arguments}, {ys position: (the allocation, its per-step aval)}) for
+    the ys a step's kernel can write into a given array (its `into` and `empty`): each ys of
+    at least one axis whose slot is a step's result, once per slot (a ys repeated, or read
+    from an input, stays a list)."""
+    producer = {o: (k, p) for k, step in enumerate(steps) for p, o in enumerate(step[3])}
+    into: dict[int, list] = {}
+    stacked: dict[int, tuple] = {}
+    used: set = set()
+    for j, slot in enumerate(y_slots):
+        if slot is None or slot in used or slot not in producer or slot not in avals:
+            continue
+        k, p = producer[slot]
+        fn = plain(steps[k][0])
+        if k in reuse or getattr(fn, "into", None) is None or not avals[slot].shape:
+            continue
+        used.add(slot)
+        into.setdefault(k, ["None"] * len(steps[k][3]))[p] = f"y{j}[i]"
+        stacked[j] = (fn.empty, avals[slot])
+    return into, stacked
 
 
 __all__ = ["generate", "generate_scan"]

@@ -300,9 +300,81 @@ def _via_eval(graph: Any, *bufs: Any) -> tuple:
     return tuple(t._buf for t in eval_graph(graph, *ts))
 
 
+def _compile_into(graph: Any) -> tuple[Any, str]:
+    """(`fused_into(*bufs, *outs)`, its source): the group writing output j into `outs[j]`
+    where it is an array (C-contiguous, of the output's shape and dtype) and allocating it
+    where it is None. Where an output's final buffer is a scratch buffer the group's ufuncs
+    allocate, that allocation is the given array (the same loops, so the same bits); other
+    outputs (an input, a view, a fresh kernel result, an output twice) are copied into it.
+    A scan writes its stacked outputs in place this way (plan_codegen.generate_scan)."""
+    from tenferro_runtime.graph import Var
+
+    run, _ = _compile(graph)
+    kernels = [_kernel_table(graph)(n.prim) for n in graph.nodes]
+    n_out = len(graph.outputs)
+    outs = [f"o{j}" for j in range(n_out)]
+    args = [f"b{i}" for i in range(len(graph.inputs))]
+    glb: dict[str, Any] = {"np": np, "__name__": __name__, "_ok": _c_ordered, "_run": run,
+                           "_set": K.quiet_on, "_reset": K.quiet_off}
+    lines = [f"def fused_into({', '.join(args + outs)}):"]
+    direct: dict[int, str] = {}  # output -> the scratch buffer allocated as it
+    fast: list = []
+    if not any(k is None for k in kernels) and graph.nodes:
+        names: dict[Any, str] = dict(zip(graph.inputs, args))
+        for j, (v, c) in enumerate(graph.consts.items()):
+            glb[f"c{j}"], names[v] = c._buf, f"c{j}"
+        fast, quiet, _ = _body(graph, kernels, glb, names, reuse=True)
+        fast = fast[:-1]  # the return, made below
+        seen: set = set()
+        for j, v in enumerate(graph.outputs):
+            name = names.get(v) if isinstance(v, Var) else None
+            if not name or name in seen or not name.startswith("s"):
+                continue
+            seen.add(name)
+            first = next((k for k, line in enumerate(fast) if line.startswith(f"{name} = ")), None)
+            if first is not None and fast[first].endswith("out=...)"):
+                fast[first] = fast[first][:-len("...)")] + f"{outs[j]} if {outs[j]} is not None else ...)"
+                direct[j] = name
+        values = [names[v] if isinstance(v, Var) else f"r{j}" for j, v in enumerate(graph.outputs)]
+        for j, v in enumerate(graph.outputs):
+            if not isinstance(v, Var):
+                glb[f"r{j}"] = v._buf
+        fast += [f"res = [{', '.join(values)}]"]
+        fast = _quieted(fast, 2) if quiet else ["        " + line for line in fast]
+        checks = " and ".join(f"({a}.flags.c_contiguous or _ok({a}))" for a in args) or "True"
+        lines += [f"    if {checks}:", *fast, "    else:", f"        res = list(_run({', '.join(args)}))"]
+    else:
+        lines.append(f"    res = list(_run({', '.join(args)}))")
+    for j in range(n_out):  # what was not written in place is copied (the same values)
+        if j in direct:
+            lines.append(f"    if {outs[j]} is not None and res[{j}] is not {outs[j]}:")
+        else:
+            lines.append(f"    if {outs[j]} is not None:")
+        lines += [f"        np.copyto({outs[j]}, res[{j}])", f"        res[{j}] = {outs[j]}"]
+    lines.append("    return res")
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, f"<tenferro_numpy fused group into {id(graph):#x}>", "exec"), glb)
+    return glb["fused_into"], src
+
+
 _GROUPS = GroupKernels("numpy_fused", _compile)
 fused_kernel = _GROUPS.kernel
-specialized = _GROUPS.specialized
 generated_source = _GROUPS.source
 
-__all__ = ["fused_kernel", "generated_source", "specialized"]
+
+def specialized(graph: Any) -> Any:
+    """The group's kernel (GroupKernels.specialized) with `into`: building `fused_into`
+    (`_compile_into`, made once per group graph, on first use) for a loop writing the
+    group's outputs into given arrays, and `empty`, the allocation those arrays come from."""
+    kernel = _GROUPS.specialized(graph)
+    kernel.into = lambda: graph.derived("numpy_fused_into", lambda: _compile_into(graph))[0]
+    kernel.empty = np.empty
+    return kernel
+
+
+def into_source(graph: Any) -> str:
+    """The generated `fused_into` code of `graph` (for debugging and tests)."""
+    return graph.derived("numpy_fused_into", lambda: _compile_into(graph))[1]
+
+
+__all__ = ["fused_kernel", "generated_source", "into_source", "specialized"]
