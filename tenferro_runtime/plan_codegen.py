@@ -37,11 +37,13 @@ _HOLDERS = _holders()
 
 def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict | None,
           check: list | None, pad: str, keep: frozenset = frozenset(),
-          into: dict | None = None) -> tuple[dict, dict, list]:
+          into: dict | None = None, quiet: dict | None = None) -> tuple[dict, dict, list]:
     """(the code's globals, slot -> name, the steps' lines at indent `pad`); the slots in
     `keep` are never deleted (a loop's inputs, read again next iteration); `into` maps a
     step to the expressions of the arrays its kernel's `into` form writes its results into
-    ("None": allocated as usual)."""
+    ("None": allocated as usual); with `quiet` (a dict), kernels with an `in_quiet` form
+    (a NumPy product without its own IEEE-warning scope) use it, and quiet["scope"] is the
+    (enter, exit) the caller must run the code inside."""
     into = into or {}
     reuse = reuse or {}
     kept = {entry[0] for entry in reuse.values()} | set(keep)  # freed by the step that writes into them
@@ -87,6 +89,9 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
         if k in into:  # the results written into given arrays (a scan's stacked outputs)
             glb[f"f{k}"], params = plain(steps[k][0]).into(), None
             args += into[k]
+        elif quiet is not None and getattr(plain(steps[k][0]), "in_quiet", None) is not None:
+            glb[f"f{k}"], params = plain(steps[k][0]).in_quiet, None  # the scope is the loop's
+            quiet.setdefault("scope", plain(steps[k][0]).quiet_scope)
         for key, value in (params or {}).items():
             glb[f"p{k}_{key}"] = value
             args.append(f"{key}=p{k}_{key}")
@@ -136,8 +141,9 @@ def generate_scan(steps: list, template: list, n_inputs: int, out_slots: list, d
     the stacked buffer itself, written in place each iteration."""
     n_y = len(out_slots) - n_carry
     into, stacked = _stacked_in_place(steps, out_slots[n_carry:], avals or {}, reuse or {})
+    quiet: dict = {}
     glb, names, steps_src = _emit(steps, template, n_inputs, device, reuse, check, " " * 12,
-                                  frozenset(range(n_inputs)), into)
+                                  frozenset(range(n_inputs)), into, quiet)
     n_x = n_inputs - n_consts - n_carry
     for j, value in fixed.items():
         glb[f"fx{j}"] = value
@@ -160,10 +166,15 @@ def generate_scan(steps: list, template: list, n_inputs: int, out_slots: list, d
                     f"{', '.join(outs[:n_carry])},")
     carry_out = ", ".join(f"s{n_consts + i}" for i in range(n_carry))
     ys = ", ".join(f"y{j}[::-1]" if reverse and j not in stacked else f"y{j}" for j in range(n_y))
+    scope = []
+    if "scope" in quiet:  # one IEEE-warning scope around the loop, not one per product
+        glb["_qon"], glb["_qoff"] = quiet["scope"]
+        head.append("    _q = _qon()")
+        scope = ["    finally:", "        _qoff(_q)"]
     src = "\n".join([
         "def loop(consts, carry, slices, length):", *head, "    k = -1", "    try:", *loop,
         "    except Exception as exc:",
-        "        raise _failed(_prims[k], _device, exc)",
+        "        raise _failed(_prims[k], _device, exc)", *scope,
         f"    return [{carry_out}], [{ys}]", ""])
     exec(compile(src, "<tenferro scan loop>", "exec"), glb)
     return glb["loop"], src

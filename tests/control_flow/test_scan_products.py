@@ -218,3 +218,24 @@ def test_a_scan_body_runs_as_one_generated_loop_from_the_second_call(device, rev
     exe = scan.params["body"].executable()
     p = scan.params
     assert exe.scan_loop(p["num_consts"], p["num_carry"], reverse) is not None
+
+
+def test_products_in_a_generated_loop_stay_quiet_and_restore_numpys_error_state():
+    """inf * 0 inside a scan body's product: no FloatingPointError under np.seterr(all="raise")
+    on either call (the second runs the generated loop with one IEEE scope around it), the
+    values NumPy gives, and NumPy's error state as it was afterwards."""
+    w = np.array([[np.inf, 1.0], [0.0, 2.0]], np.float32)
+    xs = np.array([[[1.0, 0.0]], [[0.0, 1.0]], [[2.0, 3.0]]], np.float32)
+
+    def f(xs):
+        return lax.scan(lambda c, x: (c + x @ xp.asarray(w), x @ xp.asarray(w)), xp.zeros((1, 2)), xs)
+
+    fn = compile(f)
+    with np.errstate(all="ignore"):
+        want = np.stack([np.matmul(x, w) for x in xs])
+    with np.errstate(all="raise"):
+        before = np.geterr()
+        for _ in range(2):
+            _, ys = fn(xp.asarray(xs))
+            np.testing.assert_array_equal(ys.numpy(), want)
+        assert np.geterr() == before

@@ -486,7 +486,17 @@ def matmul2d_kernel(m: int, n: int, a_dtype: Any, b_dtype: Any, small: Any = Non
         finally:
             off(token)
 
+    def matmul2d_quieted(lhs, rhs):  # the same calls, IEEE warnings already off
+        if small is not None and small.current != 1:
+            small.use(1)
+        if wide and lhs.flags.c_contiguous and rhs.flags.f_contiguous and not rhs.flags.c_contiguous:
+            return contiguous(mm(rhs.T, lhs.T).T)
+        return mm(lhs, rhs)
+
     matmul2d.without_params = matmul2d  # type: ignore[attr-defined]  # a plan calls it on buffers
+    # inside a loop that turns the warnings off once (plan_codegen.generate_scan)
+    matmul2d.in_quiet = mm if small is None and not wide else matmul2d_quieted  # type: ignore[attr-defined]
+    matmul2d.quiet_scope = (quiet_on, quiet_off)  # type: ignore[attr-defined]
     return matmul2d
 
 
