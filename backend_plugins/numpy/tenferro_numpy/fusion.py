@@ -340,21 +340,25 @@ def _compile_into(graph: Any) -> tuple[Any, str]:
             if not isinstance(v, Var):
                 glb[f"r{j}"] = v._buf
         fast += [f"res = [{', '.join(values)}]"]
+        fast += _copied([j for j in range(n_out) if j not in direct], outs)  # written in place: done
         fast = _quieted(fast, 2) if quiet else ["        " + line for line in fast]
         checks = " and ".join(f"({a}.flags.c_contiguous or _ok({a}))" for a in args) or "True"
-        lines += [f"    if {checks}:", *fast, "    else:", f"        res = list(_run({', '.join(args)}))"]
-    else:
-        lines.append(f"    res = list(_run({', '.join(args)}))")
-    for j in range(n_out):  # what was not written in place is copied (the same values)
-        if j in direct:
-            lines.append(f"    if {outs[j]} is not None and res[{j}] is not {outs[j]}:")
-        else:
-            lines.append(f"    if {outs[j]} is not None:")
-        lines += [f"        np.copyto({outs[j]}, res[{j}])", f"        res[{j}] = {outs[j]}"]
+        lines += [f"    if {checks}:", *fast, "        return res"]
+    lines.append(f"    res = list(_run({', '.join(args)}))")
+    lines += ["    " + line for line in _copied(range(n_out), outs)]
     lines.append("    return res")
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<tenferro_numpy fused group into {id(graph):#x}>", "exec"), glb)
     return glb["fused_into"], src
+
+
+def _copied(js: Any, outs: list) -> list:
+    """Lines copying each output j of `js` into its given array (the same values)."""
+    lines = []
+    for j in js:
+        lines += [f"if {outs[j]} is not None:", f"    np.copyto({outs[j]}, res[{j}])",
+                  f"    res[{j}] = {outs[j]}"]
+    return lines
 
 
 _GROUPS = GroupKernels("numpy_fused", _compile)
