@@ -151,9 +151,30 @@ def generate_scan(steps: list, template: list, n_inputs: int, out_slots: list, d
     head = [f"    s{i} = consts[{i}]" for i in range(n_consts)]
     head += [f"    s{n_consts + i} = carry[{i}]" for i in range(n_carry)]
     head += [f"    x{i} = slices[{i}]" for i in range(n_x)]
+    # a ys that is a carry input whose carry output is stacked in place: one array of
+    # length + 1 rows holds both (the initial carry in its first row, or last when reversed),
+    # each a view of it: no list, no stacking
+    shifted = {}
+    for j in range(n_y):
+        slot = out_slots[n_carry + j]
+        if j in stacked or slot is None or not n_consts <= slot < n_consts + n_carry:
+            continue
+        c = slot - n_consts
+        src = next((jj for jj in stacked if out_slots[n_carry + jj] == out_slots[c]), None)
+        if src is not None and src not in shifted.values():
+            shifted[j] = src
     for j, (empty, aval) in stacked.items():
         glb[f"_empty{j}"], glb[f"_t{j}"] = empty, aval.dtype.numpy
-        head.append(f"    y{j} = _empty{j}((length, *{tuple(aval.shape)}), _t{j})")
+        if j not in shifted.values():
+            head.append(f"    y{j} = _empty{j}((length, *{tuple(aval.shape)}), _t{j})")
+            continue
+        j_in = next(k for k, v in shifted.items() if v == j)
+        c = out_slots[n_carry + j_in] - n_consts
+        first, rest = ("length", "[:-1]") if reverse else ("0", "[1:]")
+        head += [f"    b{j} = _empty{j}((length + 1, *{tuple(aval.shape)}), _t{j})",
+                 f"    b{j}[{first}] = carry[{c}]", f"    y{j} = b{j}{rest}",
+                 f"    y{j_in} = b{j}{'[1:]' if reverse else '[:-1]'}"]
+    stacked = {**stacked, **dict.fromkeys(shifted)}
     head += [f"    y{j} = []" for j in range(n_y) if j not in stacked]
     head += [f"    a{j} = y{j}.append" for j in range(n_y) if j not in stacked]
     order = "range(length - 1, -1, -1)" if reverse else "range(length)"

@@ -239,3 +239,33 @@ def test_products_in_a_generated_loop_stay_quiet_and_restore_numpys_error_state(
             _, ys = fn(xp.asarray(xs))
             np.testing.assert_array_equal(ys.numpy(), want)
         assert np.geterr() == before
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 4), st.booleans(), st.integers(0, 2**16))
+@example(0, True, 0).via("no iterations: the shifted ys are empty")
+@example(1, True, 1).via("one iteration, reversed: the initial carry is the ys' last row")
+def test_a_ys_of_carry_inputs_shares_the_stacked_carry_outputs(device, length, reverse, seed):
+    """A body returning its carry input and its new carry as ys (an RNN's residuals): from the
+    second compiled call both are views of one array written in place (the initial carry in
+    its first row, or last when reversed); values equal to the Python loop's."""
+    r = np.random.default_rng(seed)
+    xs0, h0 = r.normal(size=(length, 2, 3)), r.normal(size=(2, 3))
+    w = xp.asarray(0.7, device=device)
+
+    def f(h, xs):
+        return lax.scan(lambda h, x: (lambda n: (n, (h, n, n * 2.0)))(xp.tanh(h * w + x)), h, xs,
+                        reverse=reverse)
+
+    fn = compile(f)
+    h, prev, new = h0, [None] * length, [None] * length
+    for i in (range(length)[::-1] if reverse else range(length)):
+        prev[i], h = h, np.tanh(h * 0.7 + xs0[i])
+        new[i] = h
+    for _ in range(3):
+        c, (ys_prev, ys_new, ys_twice) = fn(xp.asarray(h0, device=device), xp.asarray(xs0, device=device))
+        close(c, h)
+        close(ys_prev, np.asarray(prev).reshape(length, 2, 3))
+        close(ys_new, np.asarray(new).reshape(length, 2, 3))
+        close(ys_twice, 2.0 * np.asarray(new).reshape(length, 2, 3))
