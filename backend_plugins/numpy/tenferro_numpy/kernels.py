@@ -575,25 +575,34 @@ def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilati
     if 0 in (n, o, c) or 0 in out_sp:
         out = np.zeros((n, *out_sp, o), dtype=lhs.dtype)
     else:
+        rows_n = n * math.prod(out_sp)
         if c == 1:  # one channel: a copy per window offset (the windows' runs are 1 element)
             rows = np.empty((n, *out_sp, *k), lhs.dtype)
             for offset in itertools.product(*(range(s) for s in k)):
                 rows[(Ellipsis, *offset)] = x[(slice(None), *(
-                    slice(j * d, j * d + (o - 1) * st + 1, st)
-                    for j, d, o, st in zip(offset, rhs_dilation, out_sp, window_strides)), 0)]
-            rows = rows.reshape(1, n * math.prod(out_sp), -1)
+                    slice(j * d, j * d + (m - 1) * st + 1, st)
+                    for j, d, m, st in zip(offset, rhs_dilation, out_sp, window_strides)), 0)]
+            rows = rows.reshape(1, rows_n, -1)
         else:
             view = np.lib.stride_tricks.sliding_window_view(x, win, axis=tuple(range(1, 1 + nsp)))
             view = view[(slice(None), *(slice(None, None, st) for st in window_strides), slice(None),
                          *(slice(None, None, d) for d in rhs_dilation))]  # (N, *out, C, *k)
-            view = view.reshape((n, *out_sp, g, c // g, *k))
-            perm = (1 + nsp, 0, *range(1, 1 + nsp), *range(3 + nsp, 3 + 2 * nsp), 2 + nsp)
-            rows = view.transpose(perm).reshape(g, n * math.prod(out_sp), -1)  # (G, rows, k * C/G)
-        w = rhs.reshape((g, o // g, c // g, *k)).transpose(0, *range(3, 3 + nsp), 2, 1)
-        with np.errstate(**_QUIET):
-            out = np.matmul(rows, w.reshape(g, -1, o // g))  # (G, rows, O/G)
-        out = out.reshape((g, n, *out_sp, o // g))
-        out = np.moveaxis(out, 0, -2).reshape((n, *out_sp, o))
+        if c > 1 and g == 1 and o > rows_n:
+            # more filters than windows (a weight's gradient as a convolution): columns in the
+            # kernel's own (C, *k) order, so the kernel is a view and only the few windows copy
+            with np.errstate(**_QUIET):
+                out = np.matmul(view.reshape(rows_n, -1), rhs.reshape(o, -1).T)
+            out = out.reshape((n, *out_sp, o))
+        else:
+            if c > 1:
+                view = view.reshape((n, *out_sp, g, c // g, *k))
+                perm = (1 + nsp, 0, *range(1, 1 + nsp), *range(3 + nsp, 3 + 2 * nsp), 2 + nsp)
+                rows = view.transpose(perm).reshape(g, rows_n, -1)  # (G, rows, k * C/G)
+            w = rhs.reshape((g, o // g, c // g, *k)).transpose(0, *range(3, 3 + nsp), 2, 1)
+            with np.errstate(**_QUIET):
+                out = np.matmul(rows, w.reshape(g, -1, o // g))  # (G, rows, O/G)
+            out = out.reshape((g, n, *out_sp, o // g))
+            out = np.moveaxis(out, 0, -2).reshape((n, *out_sp, o))
     out = out if last else np.moveaxis(out, -1, 1)
     return np.ascontiguousarray(out).astype(lhs.dtype, copy=False)
 
