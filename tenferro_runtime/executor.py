@@ -93,8 +93,7 @@ class BackendExecutable:
         as tenferro-numba does) and its first results were checked, the plan's generated scan
         loop; else None."""
         plan = getattr(self.fn, "__self__", None)
-        if self._check or not hasattr(plan, "scan_loop") or getattr(self.fn, "__func__", None) \
-                is not type(plan).run_buffers:
+        if self._check or not hasattr(plan, "scan_loop") or self.fn != plan.run_buffers:
             return None
         return plan.scan_loop(n_consts, n_carry, reverse)
 

@@ -127,15 +127,16 @@ class GroupKernels:
     def __init__(self, key: str, build: Any):
         self.key, self.build = key, build
 
-    def _run(self, graph: Any) -> tuple:
+    def code(self, graph: Any) -> tuple:
+        """(run(*bufs) -> bufs, its source) for `graph`, built once per group graph."""
         return graph.derived(self.key, lambda: self.build(graph))
 
     def kernel(self, *bufs: Any, graph: Any) -> tuple:
         """The group `graph`'s outputs on `bufs`, one buffer each."""
-        return self._run(graph)[0](*bufs)
+        return self.code(graph)[0](*bufs)
 
     def specialized(self, graph: Any) -> Any:
-        run = self._run(graph)[0]
+        run = self.code(graph)[0]
 
         def fused_group(*bufs: Any, graph: Any) -> tuple:
             return run(*bufs)
@@ -144,7 +145,7 @@ class GroupKernels:
         return fused_group
 
     def source(self, graph: Any) -> str:
-        return self._run(graph)[1]
+        return self.code(graph)[1]
 
     @staticmethod
     def returned(graph: Any, names: dict, glb: dict) -> str:

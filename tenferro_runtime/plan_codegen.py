@@ -60,8 +60,8 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
             names[i] = f"c{i}"
     body: list[str] = []
     for k, (fn, _prim, ins, outs, params, multiple, frees) in enumerate(steps):
-        fn = plain(fn)
-        bare = getattr(fn, "without_params", None)  # the same kernel, called on buffers only
+        kernel = fn = plain(fn)
+        bare = getattr(kernel, "without_params", None)  # the same kernel, called on buffers only
         if bare is not None:
             fn, params = bare, None
         glb[f"f{k}"] = fn
@@ -87,11 +87,11 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
             body.append(f"{pad}del {', '.join(dead_names)}")
             continue
         if k in into:  # the results written into given arrays (a scan's stacked outputs)
-            glb[f"f{k}"], params = plain(steps[k][0]).into(), None
+            glb[f"f{k}"], params = kernel.into(), None
             args += into[k]
-        elif quiet is not None and getattr(plain(steps[k][0]), "in_quiet", None) is not None:
-            glb[f"f{k}"], params = plain(steps[k][0]).in_quiet, None  # the scope is the loop's
-            quiet.setdefault("scope", plain(steps[k][0]).quiet_scope)
+        elif quiet is not None and getattr(kernel, "in_quiet", None) is not None:
+            glb[f"f{k}"], params = kernel.in_quiet, None  # the scope is the loop's
+            quiet.setdefault("scope", kernel.quiet_scope)
         for key, value in (params or {}).items():
             glb[f"p{k}_{key}"] = value
             args.append(f"{key}=p{k}_{key}")
@@ -154,39 +154,38 @@ def generate_scan(steps: list, template: list, n_inputs: int, out_slots: list, d
     # a ys that is a carry input whose carry output is stacked in place: one array of
     # length + 1 rows holds both (the initial carry in its first row, or last when reversed),
     # each a view of it: no list, no stacking
-    shifted = {}
+    shared: dict[int, tuple] = {}  # stacked ys -> (the ys of its carry inputs, the carry)
     for j in range(n_y):
         slot = out_slots[n_carry + j]
         if j in stacked or slot is None or not n_consts <= slot < n_consts + n_carry:
             continue
         c = slot - n_consts
-        src = next((jj for jj in stacked if out_slots[n_carry + jj] == out_slots[c]), None)
-        if src is not None and src not in shifted.values():
-            shifted[j] = src
+        src = next((s for s in stacked if out_slots[n_carry + s] == out_slots[c]), None)
+        if src is not None and src not in shared:
+            shared[src] = (j, c)
     for j, (empty, aval) in stacked.items():
         glb[f"_empty{j}"], glb[f"_t{j}"] = empty, aval.dtype.numpy
-        if j not in shifted.values():
+        if j not in shared:
             head.append(f"    y{j} = _empty{j}((length, *{tuple(aval.shape)}), _t{j})")
             continue
-        j_in = next(k for k, v in shifted.items() if v == j)
-        c = out_slots[n_carry + j_in] - n_consts
-        first, rest = ("length", "[:-1]") if reverse else ("0", "[1:]")
+        j_in, c = shared[j]
+        first, outs_rows, ins_rows = ("length", "[:-1]", "[1:]") if reverse else ("0", "[1:]", "[:-1]")
         head += [f"    b{j} = _empty{j}((length + 1, *{tuple(aval.shape)}), _t{j})",
-                 f"    b{j}[{first}] = carry[{c}]", f"    y{j} = b{j}{rest}",
-                 f"    y{j_in} = b{j}{'[1:]' if reverse else '[:-1]'}"]
-    stacked = {**stacked, **dict.fromkeys(shifted)}
-    head += [f"    y{j} = []" for j in range(n_y) if j not in stacked]
-    head += [f"    a{j} = y{j}.append" for j in range(n_y) if j not in stacked]
+                 f"    b{j}[{first}] = carry[{c}]", f"    y{j} = b{j}{outs_rows}",
+                 f"    y{j_in} = b{j}{ins_rows}"]
+    arrays = set(stacked) | {j_in for j_in, _ in shared.values()}
+    head += [f"    y{j} = []" for j in range(n_y) if j not in arrays]
+    head += [f"    a{j} = y{j}.append" for j in range(n_y) if j not in arrays]
     order = "range(length - 1, -1, -1)" if reverse else "range(length)"
     loop = [f"        for i in {order}:"]
     loop += [f"            s{n_consts + n_carry + i} = x{i}[i]" for i in range(n_x)]
     loop += steps_src
-    loop += [f"            a{j}({outs[n_carry + j]})" for j in range(n_y) if j not in stacked]
+    loop += [f"            a{j}({outs[n_carry + j]})" for j in range(n_y) if j not in arrays]
     if n_carry:
         loop.append(f"            {', '.join(f's{n_consts + i}' for i in range(n_carry))}, = "
                     f"{', '.join(outs[:n_carry])},")
     carry_out = ", ".join(f"s{n_consts + i}" for i in range(n_carry))
-    ys = ", ".join(f"y{j}[::-1]" if reverse and j not in stacked else f"y{j}" for j in range(n_y))
+    ys = ", ".join(f"y{j}[::-1]" if reverse and j not in arrays else f"y{j}" for j in range(n_y))
     scope = []
     if "scope" in quiet:  # one IEEE-warning scope around the loop, not one per product
         glb["_qon"], glb["_qoff"] = quiet["scope"]

@@ -100,11 +100,7 @@ def _compile(graph: Any) -> tuple[Any, str]:
         return partial(_via_eval, graph), "# eval_graph (a node has no numpy kernel)"
     glb: dict[str, Any] = {"np": np, "__name__": __name__, "_ok": _c_ordered, "_QUIET": K._QUIET,
                            "_set": K.quiet_on, "_reset": K.quiet_off}
-    names: dict[Any, str] = {}
-    args = [f"b{i}" for i in range(len(graph.inputs))]
-    names.update(zip(graph.inputs, args))
-    for j, (v, c) in enumerate(graph.consts.items()):
-        glb[f"c{j}"], names[v] = c._buf, f"c{j}"
+    args, names = _operands(graph, glb)
     exact = _layout_exact(graph, kernels)
     fast, quiet, reused = _body(graph, kernels, glb, dict(names), reuse=True, c_order=exact)
     lines = [f"def fused({', '.join(args)}):"]
@@ -123,6 +119,16 @@ def _compile(graph: Any) -> tuple[Any, str]:
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<tenferro_numpy fused group {id(graph):#x}>", "exec"), glb)
     return glb["fused"], src
+
+
+def _operands(graph: Any, glb: dict) -> tuple[list, dict]:
+    """(the generated function's input names, value -> name), the group's constants bound in
+    the code's globals `glb`."""
+    args = [f"b{i}" for i in range(len(graph.inputs))]
+    names: dict[Any, str] = dict(zip(graph.inputs, args))
+    for j, (v, c) in enumerate(graph.consts.items()):
+        glb[f"c{j}"], names[v] = c._buf, f"c{j}"
+    return args, names
 
 
 def _quieted(body: list, depth: int) -> list:
@@ -309,20 +315,16 @@ def _compile_into(graph: Any) -> tuple[Any, str]:
     A scan writes its stacked outputs in place this way (plan_codegen.generate_scan)."""
     from tenferro_runtime.graph import Var
 
-    run, _ = _compile(graph)
     kernels = [_kernel_table(graph)(n.prim) for n in graph.nodes]
     n_out = len(graph.outputs)
     outs = [f"o{j}" for j in range(n_out)]
-    args = [f"b{i}" for i in range(len(graph.inputs))]
-    glb: dict[str, Any] = {"np": np, "__name__": __name__, "_ok": _c_ordered, "_run": run,
-                           "_set": K.quiet_on, "_reset": K.quiet_off}
+    glb: dict[str, Any] = {"np": np, "__name__": __name__, "_ok": _c_ordered,
+                           "_run": _GROUPS.code(graph)[0], "_set": K.quiet_on, "_reset": K.quiet_off}
+    args, names = _operands(graph, glb)
     lines = [f"def fused_into({', '.join(args + outs)}):"]
     direct: dict[int, str] = {}  # output -> the scratch buffer allocated as it
     fast: list = []
     if not any(k is None for k in kernels) and graph.nodes:
-        names: dict[Any, str] = dict(zip(graph.inputs, args))
-        for j, (v, c) in enumerate(graph.consts.items()):
-            glb[f"c{j}"], names[v] = c._buf, f"c{j}"
         fast, quiet, _ = _body(graph, kernels, glb, names, reuse=True)
         fast = fast[:-1]  # the return, made below
         seen: set = set()
@@ -371,14 +373,19 @@ def specialized(graph: Any) -> Any:
     (`_compile_into`, made once per group graph, on first use) for a loop writing the
     group's outputs into given arrays, and `empty`, the allocation those arrays come from."""
     kernel = _GROUPS.specialized(graph)
-    kernel.into = lambda: graph.derived("numpy_fused_into", lambda: _compile_into(graph))[0]
+    kernel.into = lambda: _into(graph)[0]
     kernel.empty = np.empty
     return kernel
 
 
+def _into(graph: Any) -> tuple[Any, str]:
+    """`_compile_into(graph)`, kept in the group graph's derived data."""
+    return graph.derived("numpy_fused_into", lambda: _compile_into(graph))
+
+
 def into_source(graph: Any) -> str:
     """The generated `fused_into` code of `graph` (for debugging and tests)."""
-    return graph.derived("numpy_fused_into", lambda: _compile_into(graph))[1]
+    return _into(graph)[1]
 
 
 __all__ = ["fused_kernel", "generated_source", "into_source", "specialized"]

@@ -427,9 +427,15 @@ def _matmul2d(a, b):
     return (_wide_matmul if _wide(a.shape[0], b.shape[1], a.dtype, b.dtype) else _matmul)(a, b)
 
 
+def _transposed_right(a, b) -> bool:
+    """Whether `a` is row-major and `b` a transposed row-major matrix (x @ W.T): the layout
+    a wide signature computes as (W @ x.T).T."""
+    return a.flags.c_contiguous and b.flags.f_contiguous and not b.flags.c_contiguous
+
+
 def _wide_matmul(a, b):
     """a @ b of a wide signature: (W @ x.T).T where `b` is a transposed row-major matrix."""
-    if a.flags.c_contiguous and b.flags.f_contiguous and not b.flags.c_contiguous:
+    if _transposed_right(a, b):
         return np.ascontiguousarray(_matmul(b.T, a.T).T)
     return _matmul(a, b)
 
@@ -481,7 +487,7 @@ def matmul2d_kernel(m: int, n: int, a_dtype: Any, b_dtype: Any, small: Any = Non
             small.use(1)
         token = on()
         try:
-            if wide and lhs.flags.c_contiguous and rhs.flags.f_contiguous and not rhs.flags.c_contiguous:
+            if wide and _transposed_right(lhs, rhs):
                 return contiguous(mm(rhs.T, lhs.T).T)
             return mm(lhs, rhs)
         finally:
@@ -490,7 +496,7 @@ def matmul2d_kernel(m: int, n: int, a_dtype: Any, b_dtype: Any, small: Any = Non
     def matmul2d_quieted(lhs, rhs):  # the same calls, IEEE warnings already off
         if small is not None and small.current != 1:
             small.use(1)
-        if wide and lhs.flags.c_contiguous and rhs.flags.f_contiguous and not rhs.flags.c_contiguous:
+        if wide and _transposed_right(lhs, rhs):
             return contiguous(mm(rhs.T, lhs.T).T)
         return mm(lhs, rhs)
 
