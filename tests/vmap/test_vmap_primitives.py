@@ -150,3 +150,24 @@ def test_every_registered_op_has_a_batch_rule():
     rt = default_runtime()
     missing = [name for name, prim in rt.ops.items() if rt.rule("batch", prim) is None]
     assert not missing, f"ops without a batch rule: {missing}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_scatter_add_of_whole_operand_rows_adds_them_in_order_batched_or_not(device):
+    """scatter_add with empty index rows (each update row addresses the whole operand): the
+    rows are added one after another whether the operand is batched or not, so vmap equals
+    stacking bitwise in float16 (hypothesis found 257.0 against 257.25 when the unbatched
+    kernel summed the rows first)."""
+    from tenferro_runtime import array_api as xp
+    from tenferro_runtime import lax
+
+    x = xp.asarray(np.array([1.156, 0.0], np.float16), device=device)
+    idx = xp.asarray(np.zeros((2, 2, 0), np.int8), device=device)
+    upd = np.full((1, 2, 2, 2), 64.0, np.float16)
+
+    def f(u):
+        return lax.scatter_add(x, idx, u, axes=())
+
+    got = host_of(vmap(f)(xp.asarray(upd, device=device)))
+    want = np.stack([host_of(f(xp.asarray(u, device=device))) for u in upd])
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))

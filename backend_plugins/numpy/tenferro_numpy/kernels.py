@@ -288,8 +288,9 @@ def _scatter_kernel(add):
         rest = updates.shape[indices.ndim - 1:]
         upd = updates.reshape((nrows,) + rest)
         if not axes:  # every (empty) index row addresses the whole operand
-            if add:
-                return np.add(out, upd.sum(0, dtype=x.dtype), out=...)
+            if add:  # added one row after another, as np.add.at adds duplicates below (a sum
+                np.add.at(out[None], np.zeros(nrows, np.intp), upd)  # first rounds otherwise)
+                return out
             return upd[-1, ...].copy()
         bounds = np.array([x.shape[a] for a in axes])
         flat = indices.reshape(nrows, len(axes)).astype(np.int64)  # uint64 >= 2**63 wraps: dropped

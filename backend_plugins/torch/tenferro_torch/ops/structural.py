@@ -92,7 +92,10 @@ def _scatter(add: bool):
                 return upd[-1].clone()
             if x.dtype is torch.bool:
                 return x | upd.any(0)
-            return x + upd.sum(0, dtype=x.dtype)
+            out = x.clone()  # rows added one after another, as duplicates below (a sum rounds once)
+            out.unsqueeze(0).index_put_((torch.zeros(nrows, dtype=torch.int64, device=x.device),), upd,
+                                        accumulate=True)
+            return out
         flat = indices.reshape(nrows, len(axes)).to(torch.int64)
         bounds = torch.tensor([x.shape[a] for a in axes], device=flat.device)
         keep = ((flat >= 0) & (flat < bounds)).all(1)
