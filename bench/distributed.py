@@ -169,37 +169,28 @@ def _torch_variant(mod, x_np, y_np):
 
 
 def bench_collectives(args) -> list[str]:
-    import torch
-
     import tenferro_distributed as dist
-    from tenferro_distributed.comm import all_reduce_buf
 
-    model = dist.calibrate(sizes=(1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26),
-                           reps=7, install=False)
+    # calibrated at every 4x from 1 KB to 64 MB; then measured again, separately, at every
+    # power of two: the sizes in between are predicted by the model, not measured for it
+    model = dist.calibrate(sizes=tuple(1 << k for k in range(10, 27, 2)), reps=args.coll_reps, install=False)
     algs = dist.ALGORITHMS["all_reduce"]
-    # 1 KB .. 64 MB: the calibrated sizes and those halfway between them (in log scale)
     sizes = [1 << k for k in range(10, 27, 1 if not args.quick else 4)]
+    measured = dist.time_all_reduce(tuple(sizes), reps=args.coll_reps)
     lines = [f"{'bytes':>10} " + " ".join(f"{a + ' ms':>10} {'pred':>8}" for a in algs)]
-    within = total = 0
-    for size in sizes:
-        buf = torch.ones(size // 4, dtype=torch.float32)
+    within = {True: [0, 0], False: [0, 0]}  # calibrated size? -> [within 20%, total]
+    for i, size in enumerate(sizes):
         row = f"{size:>10} "
-        reps = 7 if size < (1 << 24) else 3  # min of interleaved reps, as the calibration takes
-        best = {}
         for a in algs:
-            all_reduce_buf(buf, "sum", a)
-        for _ in range(reps):
-            for a in algs:
-                t = _timer(lambda a=a, b=buf: all_reduce_buf(b, "sum", a), 1)
-                best[a] = min(best.get(a, t), t)
-        for a in algs:
-            t = float(all_reduce_buf(torch.tensor([best[a]], dtype=torch.float64), "max", "native")[0])
-            pred = model.predict(a, size)
-            within += abs(pred - t) <= 0.2 * t
-            total += 1
+            t, pred = measured[a][i], model.predict(a, size)
+            tally = within[size in model.points[a][0]]
+            tally[0] += abs(pred - t) <= 0.2 * t
+            tally[1] += 1
             row += f"{1e3 * t:>10.3f} {1e3 * pred:>8.3f}"
         lines.append(row)
-    lines.append(f"prediction within 20% of the measured time: {within} of {total}")
+    lines.append(f"prediction within 20% of the measured time: {within[True][0] + within[False][0]} of "
+                 f"{within[True][1] + within[False][1]} ({within[False][0]} of {within[False][1]} at sizes "
+                 f"between the calibrated ones, {within[True][0]} of {within[True][1]} at those re-measured)")
     return lines
 
 
@@ -207,9 +198,10 @@ def worker(args) -> None:
     import tenferro_distributed as dist
 
     dist.init(init_method=f"file://{os.environ['BENCH_STORE']}", timeout=300)
-    out = bench_steps(args)
+    out = [] if args.skip_steps else bench_steps(args)
     if not args.skip_collectives:
-        out += ["", "all_reduce per algorithm (ms, slowest rank, min of reps), cost model prediction beside"]
+        out += ["", "all_reduce per algorithm (ms per call, slowest rank, fastest round of back-to-back calls), "
+                "cost model prediction beside"]
         out += bench_collectives(args)
     if dist.rank() == 0:
         print("\n".join(out), flush=True)
@@ -221,7 +213,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="fewer message sizes")
+    ap.add_argument("--coll-reps", type=int, default=9, help="rounds per message size (collectives)")
     ap.add_argument("--skip-collectives", action="store_true")
+    ap.add_argument("--skip-steps", action="store_true")
     ap.add_argument("--tape", action="store_true", help="also the eager GradientTape step")
     ap.add_argument("--device", default="numpy:cpu", help="tenferro's device for the steps")
     args = ap.parse_args()

@@ -31,7 +31,7 @@ from tenferro_distributed.api import (
                                       reduce_scatter_async,
 )
 from tenferro_distributed.checkpoint import load_checkpoint, save_checkpoint
-from tenferro_distributed.costmodel import CostModel, calibrate, fit, set_policy
+from tenferro_distributed.costmodel import CostModel, calibrate, fit, set_policy, time_all_reduce
 from tenferro_distributed.data_parallel import (
                                       DataParallel,
                                       allreduce_gradients,
@@ -70,4 +70,4 @@ __all__ = ["init", "shutdown", "is_initialized", "rank", "world_size", "local_ra
            "RankFailureError", "CollectiveTimeoutError", "CollectiveMismatchError", "UnknownAlgorithmError"]
 __all__ += ["DataParallel", "allreduce_gradients", "broadcast_parameters", "deterministic_value_and_grad",
             "DistributedSampler", "ZeroOptimizer", "save_checkpoint", "load_checkpoint", "JobEnergy",
-            "JobEnergyBudgetExceeded"]
+            "JobEnergyBudgetExceeded", "time_all_reduce"]

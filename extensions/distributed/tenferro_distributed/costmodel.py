@@ -7,8 +7,8 @@ bandwidth drops (on the 2-core VM a line fitted to 1 KB-4 MB predicted 39 ms for
 all_reduce that took 91 ms). Between two calibrated sizes the (alpha, beta) of that interval
 is used, the line through its two points: two lines still missed the regime changes by 20-40%
 at half the calibrated sizes. `calibrate()` times each
-all_reduce algorithm on a few sizes (fastest of `reps` runs, the slowest rank's time, so every
-rank fits the same numbers), fits alpha and beta by least squares, installs the model on the
+all_reduce algorithm on a few sizes (`time_all_reduce`: the fastest of `reps` runs of back-to-back
+calls, the slowest rank's time, so every rank fits the same numbers), fits alpha and beta by least squares, installs the model on the
 group and sets its policy to "auto": from then on a collective called without ``algorithm=``
 runs the algorithm with the smallest predicted time for its message size. The choice is the
 same on every rank because the model is.
@@ -94,37 +94,57 @@ def fit(sizes: list[int], times: dict[str, list[float]], split: int = SPLIT) -> 
     return CostModel(alpha, beta, large, split, points)
 
 
-def calibrate(sizes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24), reps: int = 3,
-              algorithms: tuple[str, ...] = A.ALGORITHMS["all_reduce"], install: bool = True) -> CostModel:
-    """Time all_reduce (float32 sum) per algorithm on `sizes` bytes and fit the model (a
-    collective: every rank must call it). Installs it with policy "auto" unless install=False."""
+def calls_per_timing(nbytes: int, budget: int = 1 << 24) -> int:
+    """How many back-to-back calls one timing spans for a message of `nbytes`: about `budget`
+    bytes of traffic, 1-64 calls. One call of a small message (~0.3 ms on loopback) is timed
+    with the other rank's arrival and the scheduler's jitter in it; a run of calls averages
+    them. The same on every rank, since it depends on the size only."""
+    return max(1, min(64, budget // max(int(nbytes), 1)))
+
+
+def time_all_reduce(sizes: tuple[int, ...], reps: int = 5,
+            algorithms: tuple[str, ...] = A.ALGORITHMS["all_reduce"]) -> dict[str, list[float]]:
+    """Seconds per all_reduce (float32 sum) of each algorithm at each of `sizes` bytes, the
+    slowest rank's (so every rank gets the same numbers): the fastest of `reps` rounds in which
+    the algorithms take turns (a disturbed moment hits one round of each), each round a barrier
+    and then `calls_per_timing` calls, the time per call. A collective: every rank must call it."""
     import torch
 
     from tenferro_distributed.comm import all_reduce_buf
+    from tenferro_distributed.group import barrier
 
     bad = [a for a in algorithms if a not in A.ALGORITHMS["all_reduce"]]
     if bad or reps < 1 or not sizes or min(sizes) < 4:
-        raise ArgumentValueError(f"calibrate: algorithms must be among {A.ALGORITHMS['all_reduce']}, "
+        raise ArgumentValueError(f"calibrate/time_all_reduce: algorithms must be among {A.ALGORITHMS['all_reduce']}, "
                                  f"reps >= 1, sizes >= 4 bytes; got algorithms={algorithms}, reps={reps}, "
                                  f"sizes={sizes}")
     times: dict[str, list[float]] = {a: [] for a in algorithms}
     for size in sizes:
         buf = torch.ones(size // 4, dtype=torch.float32)
+        calls = calls_per_timing(size)
         for alg in algorithms:
             all_reduce_buf(buf, "sum", alg)  # warm-up (connections, allocations)
         runs: dict[str, list[float]] = {a: [] for a in algorithms}
-        for _ in range(reps):  # the algorithms interleaved: a disturbed moment hits one run of each
+        for _ in range(reps):
             for alg in algorithms:
+                barrier()
                 t0 = time.perf_counter()
-                all_reduce_buf(buf, "sum", alg)
-                runs[alg].append(time.perf_counter() - t0)
+                for _ in range(calls):
+                    all_reduce_buf(buf, "sum", alg)
+                runs[alg].append((time.perf_counter() - t0) / calls)
         for alg in algorithms:
-            times[alg].append(min(runs[alg]))  # the least disturbed run
+            times[alg].append(min(runs[alg]))  # the least disturbed round
     flat = torch.tensor([t for a in algorithms for t in times[a]], dtype=torch.float64)
     worst = all_reduce_buf(flat, "max", "native")
     k = len(sizes)
-    model = fit([4 * (s // 4) for s in sizes],
-                {a: worst[i * k:(i + 1) * k].tolist() for i, a in enumerate(algorithms)})
+    return {a: worst[i * k:(i + 1) * k].tolist() for i, a in enumerate(algorithms)}
+
+
+def calibrate(sizes: tuple[int, ...] = (1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24), reps: int = 3,
+              algorithms: tuple[str, ...] = A.ALGORITHMS["all_reduce"], install: bool = True) -> CostModel:
+    """Time all_reduce per algorithm on `sizes` bytes (`time_all_reduce`) and fit the model (a
+    collective: every rank must call it). Installs it with policy "auto" unless install=False."""
+    model = fit([4 * (s // 4) for s in sizes], time_all_reduce(sizes, reps, algorithms))
     if install:
         g = current()
         g.cost_model, g.policy = model, "auto"

@@ -128,6 +128,8 @@ def test_world_of_one_in_process(tmp_path):
                 (lambda: dist.all_gather(xp.asarray(1.0)), ShapeError, "reshape"),
                 (lambda: dist.broadcast(xp.ones(2), root=1), ArgumentValueError, r"\[0, 1\)"),
                 (lambda: dist.set_policy("auto"), ArgumentValueError, "calibrate"),
+                (lambda: dist.calibrate(reps=0), ArgumentValueError, "reps >= 1"),
+                (lambda: dist.time_all_reduce((2,)), ArgumentValueError, "sizes >= 4"),
                 (lambda: dist.set_policy("bogus"), dist.UnknownAlgorithmError, "bogus")):
             with pytest.raises(error, match=match):
                 bad()
