@@ -37,7 +37,7 @@ class ControlFlowPrimitive(Primitive):
     (`subgraphs` lets them and `verify_graph` look inside), and it is never folded."""
 
     loops = True  # graph_prims.foldable: never evaluated ahead of time
-    pruned: Any = None  # node -> the node without operands its callees never read, or None
+    pruned: Any = None  # (node, needed vars) -> the node without what is never read, or None
 
     def __init__(self, name: str, schema: dict, out_avals: Any, run: Any, callees: Any, doc: str):
         super().__init__(name, _no_rule, params=schema, nin=None, multiple_results=True,
@@ -348,29 +348,34 @@ scan_p = ControlFlowPrimitive(
         "unroll).")
 
 
-def _scan_pruned(node: Any) -> Any:
-    """`node` (a scan) without the constants and xs its body never reads, or None when it
-    reads them all: a transposed scan gets every known operand, and each unread xs is still
-    sliced per iteration. The pruned body is kept with the body (one per pruning)."""
+def _scan_pruned(node: Any, needed: Any = ()) -> Any:
+    """`node` (a scan) without the constants and xs its body never reads and the stacked
+    outputs nothing reads (not in `needed`), or None when nothing goes: a transposed scan gets
+    every known operand, each unread xs is still sliced per iteration, and each unread ys
+    still computed and written. The pruned body is kept with the body (one per pruning)."""
     from .compiled import Callee
     from .graph import Node, Var
 
     p = node.params
     body = p["body"]
     graph = body.graph
-    read = {v for n in graph.nodes for v in n.inputs} | {v for v in graph.outputs if isinstance(v, Var)}
-    consts, carry, xs = scan_split(graph.inputs, p["num_consts"], p["num_carry"])
+    nk = p["num_carry"]
+    keep_out = (*(True for _ in range(nk)), *(y in needed for y in node.outputs[nk:]))
+    outputs = [v for v, k in zip(graph.outputs, keep_out) if k]
+    read = {v for n in graph.nodes for v in n.inputs} | {v for v in outputs if isinstance(v, Var)}
+    consts, carry, xs = scan_split(graph.inputs, p["num_consts"], nk)
     keep = (*(v in read for v in consts), *(True for _ in carry), *(v in read for v in xs))
-    if all(keep) or body.donated:
+    if (all(keep) and all(keep_out)) or body.donated:
         return None
 
     def build() -> Any:
         inputs = [v for v, k in zip(graph.inputs, keep) if k]
-        return Callee(graph.replace(inputs=inputs), body.name, body.passes, (), body.executor)
+        return Callee(graph.replace(inputs=inputs, outputs=outputs), body.name, body.passes, (), body.executor)
 
-    pruned = graph.derived(("scan_pruned", keep), build)
+    pruned = graph.derived(("scan_pruned", keep, keep_out), build)
     params = {**p, "body": pruned, "num_consts": sum(keep[:len(consts)])}
-    return Node(node.prim, [v for v, k in zip(node.inputs, keep) if k], params, node.outputs, node.site)
+    return Node(node.prim, [v for v, k in zip(node.inputs, keep) if k], params,
+                [v for v, k in zip(node.outputs, keep_out) if k], node.site)
 
 
 scan_p.pruned = _scan_pruned

@@ -362,14 +362,15 @@ def _ready_plan(graph: Graph, stack: Any) -> Any:
 def dead_code_elimination(graph: Graph) -> Graph:
     """`graph` without the nodes no output depends on (effectful nodes, and control flow
     whose bodies hold one, are always kept), and a kept control-flow node without the
-    operands its bodies never read (its primitive's `pruned`)."""
+    operands its bodies never read and the outputs nothing reads, where its primitive can
+    drop them (`pruned(node, needed)`: a scan's stacked outputs)."""
     from .graph_prims import effectful
     needed = {v for v in graph.outputs if isinstance(v, Var)}
     kept = []
     for node in reversed(graph.nodes):
         if effectful(node) or any(v in needed for v in node.outputs):
             prune = getattr(node.prim, "pruned", None)
-            node = (prune(node) or node) if prune is not None else node
+            node = (prune(node, needed) or node) if prune is not None else node
             kept.append(node)
             needed.update(node.inputs)
     consts = {v: c for v, c in graph.consts.items() if v in needed}

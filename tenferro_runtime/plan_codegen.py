@@ -37,14 +37,17 @@ _HOLDERS = _holders()
 
 def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict | None,
           check: list | None, pad: str, keep: frozenset = frozenset(),
-          into: dict | None = None, quiet: dict | None = None) -> tuple[dict, dict, list]:
+          into: dict | None = None, quiet: dict | None = None,
+          renamed: dict | None = None) -> tuple[dict, dict, list]:
     """(the code's globals, slot -> name, the steps' lines at indent `pad`); the slots in
     `keep` are never deleted (a loop's inputs, read again next iteration); `into` maps a
     step to the expressions of the arrays its kernel's `into` form writes its results into
     ("None": allocated as usual); with `quiet` (a dict), kernels with an `in_quiet` form
     (a NumPy product without its own IEEE-warning scope) use it, and quiet["scope"] is the
-    (enter, exit) the caller must run the code inside."""
+    (enter, exit) the caller must run the code inside; `renamed` maps (step, operand
+    position) to the name that step reads that operand from instead of its slot's."""
     into = into or {}
+    renamed = renamed or {}
     reuse = reuse or {}
     kept = {entry[0] for entry in reuse.values()} | set(keep)  # freed by the step that writes into them
     # __name__: kernels' IEEE warnings (log(0), inf - inf) are as silent here as in eager
@@ -65,7 +68,7 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
         if bare is not None:
             fn, params = bare, None
         glb[f"f{k}"] = fn
-        args = [names.get(i, f"s{i}") for i in ins]
+        args = [renamed.get((k, p)) or names.get(i, f"s{i}") for p, i in enumerate(ins)]
         if k in reuse:
             dead, form, donated = reuse[k]
             glb[f"o{k}"] = form
@@ -142,13 +145,17 @@ def generate_scan(steps: list, template: list, n_inputs: int, out_slots: list, d
     n_y = len(out_slots) - n_carry
     into, stacked = _stacked_in_place(steps, out_slots[n_carry:], avals or {}, reuse or {})
     quiet: dict = {}
+    renamed, prepare = _loop_operands(steps, template, n_inputs, n_consts)
     glb, names, steps_src = _emit(steps, template, n_inputs, device, reuse, check, " " * 12,
-                                  frozenset(range(n_inputs)), into, quiet)
+                                  frozenset(range(n_inputs)), into, quiet, renamed)
     n_x = n_inputs - n_consts - n_carry
     for j, value in fixed.items():
         glb[f"fx{j}"] = value
     outs = [f"fx{j}" if s is None else names.get(s, f"s{s}") for j, s in enumerate(out_slots)]
     head = [f"    s{i} = consts[{i}]" for i in range(n_consts)]
+    for (k, p), (form, slot) in prepare.items():
+        glb[f"_lo{k}_{p}"] = form
+        head.append(f"    {renamed[k, p]} = _lo{k}_{p}({p}, {names[slot]}, length)")
     head += [f"    s{n_consts + i} = carry[{i}]" for i in range(n_carry)]
     head += [f"    x{i} = slices[{i}]" for i in range(n_x)]
     # a ys that is a carry input whose carry output is stacked in place: one array of
@@ -198,6 +205,24 @@ def generate_scan(steps: list, template: list, n_inputs: int, out_slots: list, d
         f"    return [{carry_out}], [{ys}]", ""])
     exec(compile(src, "<tenferro scan loop>", "exec"), glb)
     return glb["loop"], src
+
+
+def _loop_operands(steps: list, template: list, n_inputs: int, n_consts: int) -> tuple[dict, dict]:
+    """({(step, position): the name it reads}, {(step, position): (the kernel's `loop_operand`,
+    the slot)}) for the operands a loop reads unchanged (its consts and constants) at the
+    steps whose kernel prepares such operands once before the loop (`loop_operand(position,
+    buffer, length)`: a NumPy product's padded weight rows)."""
+    renamed: dict = {}
+    prepare: dict = {}
+    for k, step in enumerate(steps):
+        form = getattr(plain(step[0]), "loop_operand", None)
+        if form is None:
+            continue
+        for p, slot in enumerate(step[2]):
+            if slot < n_consts or (slot >= n_inputs and template[slot] is not None):
+                renamed[k, p] = f"v{k}_{p}"
+                prepare[k, p] = (form, slot)
+    return renamed, prepare
 
 
 def _stacked_in_place(steps: list, y_slots: list, avals: dict, reuse: dict) -> tuple[dict, dict]:

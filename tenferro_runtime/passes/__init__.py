@@ -17,6 +17,7 @@ BUILTIN = {
     "simplify": ("simplify", "simplify", 200.0),
     "fold": ("fold", "fold_constants", 300.0),
     "cse": ("cse", "common_subexpressions", 400.0),
+    "scan_residuals": ("scan_residuals", "recompute_scan_residuals", 450.0),
     "dce": ("dce", "dead_code_elimination", 500.0),
     "layout": ("layout", "choose_conv_layout", 600.0),
     "fusion": ("fusion", "fuse_elementwise", 700.0),

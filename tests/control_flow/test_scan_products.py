@@ -269,3 +269,20 @@ def test_a_ys_of_carry_inputs_shares_the_stacked_carry_outputs(device, length, r
         close(ys_prev, np.asarray(prev).reshape(length, 2, 3))
         close(ys_new, np.asarray(new).reshape(length, 2, 3))
         close(ys_twice, 2.0 * np.asarray(new).reshape(length, 2, 3))
+
+
+def test_the_generated_loop_reads_a_weight_padded_once_with_the_same_bits():
+    """numpy:cpu: a float32 recurrent weight of 128-byte rows is copied once per call into
+    rows 16 bytes longer (`loop_operand`) before the generated loop; the gradients equal, bit
+    for bit, those of the first call, whose loop reads the weight as it is."""
+    params, xs, target = data(5, 40, batch=4, n_in=3, hidden=32, dtype=np.float32)
+    tp = [xp.asarray(p) for p in params]
+    tx, tt = xp.asarray(xs), xp.asarray(target)
+    g = compile(ad.grad(lambda p: rnn_loss(p, tx, tt)))
+    first = [a.numpy() for a in g(tp)]
+    for a, b in zip(g(tp), first):
+        assert a.numpy().tobytes() == b.tobytes()
+    fwd = next(n for n in g.lower(tp).nodes if n.prim.name == "scan")
+    p = fwd.params
+    loop = p["body"].executable().plan.scan_loop(p["num_consts"], p["num_carry"], p["reverse"])
+    assert any(name.startswith("_lo") for name in loop.__globals__)

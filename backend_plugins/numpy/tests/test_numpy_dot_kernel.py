@@ -87,3 +87,36 @@ def test_batched_outer_products_are_numpys_products_bitwise(b, m, n, name, seed)
     want = np.multiply(x[:, 0, :, None], y[:, 0, None, :])
     assert got.shape == (b, m, n) and got.dtype == want.dtype
     assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+@example(16, 128, 128, "float32", 200, 0).via("the scan RNN's recurrent weight: padded")
+@example(3, 4, 32, "float64", 9, 1).via("256-byte rows, a loop just long enough")
+@example(2, 128, 32, "complex64", 1, 2).via("one iteration: not worth the copy")
+@settings(deadline=None, max_examples=30)
+@given(st.integers(1, 33), st.integers(0, 130), st.sampled_from([1, 3, 16, 32, 48, 64, 96, 128, 256]),
+       st.sampled_from(["float32", "float64", "complex64", "complex128", "int64"]), st.integers(1, 300),
+       st.integers(0, 2**16))
+def test_a_loop_weight_padded_once_gives_the_same_products(m, k, n, name, length, seed):
+    """`loop_operand` (a scan body's product reading a constant weight): rows of a multiple
+    of 128 bytes, in a loop long enough to repay the copy, are padded by 16 bytes (the same
+    values, a longer row stride); every product through the kernel of that signature is
+    bitwise the product of the unpadded weight. Other operands come back as they are."""
+    rng = np.random.default_rng(seed)
+    dt = {"float32": D.float32, "float64": D.float64, "complex64": D.complex64,
+          "complex128": D.complex128, "int64": D.int64}[name]
+    dtype = np.dtype(dt.numpy)
+    a = _operand((m, k), dt, False, rng)
+    w = _operand((k, n), dt, False, rng)
+    prepared = kernels.loop_operand(1, w, length)
+    pads = dtype.kind in "fc" and w.size > 0 and (n * dtype.itemsize) % 128 == 0 and length * 8192 >= w.nbytes
+    assert (prepared is not w) == pads
+    np.testing.assert_array_equal(prepared, w)
+    if pads:
+        assert prepared.strides[0] == (n * dtype.itemsize + 16) and prepared.strides[1] == dtype.itemsize
+    wt = w.T
+    assert kernels.loop_operand(0, w, length) is w
+    assert wt.flags.c_contiguous or kernels.loop_operand(1, wt, length) is wt
+    kernel = kernels.matmul2d_kernel(m, n, dt.numpy, dt.numpy)
+    want = kernel(a, w)
+    for form in (kernel(a, prepared), kernel.in_quiet(a, prepared)):
+        assert form.tobytes() == want.tobytes()
