@@ -200,7 +200,8 @@ def worker(args) -> None:
     dist.init(init_method=f"file://{os.environ['BENCH_STORE']}", timeout=300)
     out = [] if args.skip_steps else bench_steps(args)
     if not args.skip_collectives:
-        out += ["", "all_reduce per algorithm (ms per call, slowest rank, fastest round of back-to-back calls), "
+        out += ["", "all_reduce per algorithm (ms per call, slowest rank, fastest round of back-to-back "
+                "calls), "
                 "cost model prediction beside"]
         out += bench_collectives(args)
     if dist.rank() == 0:

@@ -370,7 +370,8 @@ def _scan_pruned(node: Any, needed: Any = ()) -> Any:
 
     def build() -> Any:
         inputs = [v for v, k in zip(graph.inputs, keep) if k]
-        return Callee(graph.replace(inputs=inputs, outputs=outputs), body.name, body.passes, (), body.executor)
+        return Callee(graph.replace(inputs=inputs, outputs=outputs), body.name, body.passes, (),
+                      body.executor)
 
     pruned = graph.derived(("scan_pruned", keep, keep_out), build)
     params = {**p, "body": pruned, "num_consts": sum(keep[:len(consts)])}

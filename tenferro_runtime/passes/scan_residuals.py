@@ -140,11 +140,12 @@ def _apply(graph: Graph, r: int, p: int, expr: list, leaves: dict, consts: dict)
         nodes.append(Node(n.prim, [env.get(v, v) for v in n.inputs], dict(n.params), outs, n.site))
         env.update(zip(n.outputs, outs))
     sub = {gone: env[expr[-1].outputs[0]]}
-    nodes += [Node(n.prim, [sub.get(v, v) for v in n.inputs], n.params, n.outputs, n.site) for n in body.nodes]
+    nodes += [Node(n.prim, [sub.get(v, v) for v in n.inputs], n.params, n.outputs, n.site)
+              for n in body.nodes]
     outputs = [sub.get(v, v) if isinstance(v, Var) else v for v in body.outputs]
     pairs = [pair for part in parts for pair in part]
-    new_body = Callee(body.replace(inputs=[i for i, _ in pairs], nodes=nodes, outputs=outputs, consts=new_consts),
-                      callee.name, callee.passes, (), callee.executor)
+    new_graph = body.replace(inputs=[i for i, _ in pairs], nodes=nodes, outputs=outputs, consts=new_consts)
+    new_body = Callee(new_graph, callee.name, callee.passes, (), callee.executor)
     params = {**reader.params, "body": new_body, "num_consts": len(parts[0])}
     node = Node(reader.prim, [o for _, o in pairs], params, reader.outputs, reader.site)
     return graph.replace(nodes=[node if i == r else n for i, n in enumerate(graph.nodes)])

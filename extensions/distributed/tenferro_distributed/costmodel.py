@@ -6,10 +6,10 @@ for messages above `SPLIT` bytes where the calibration reached them: past the ca
 bandwidth drops (on the 2-core VM a line fitted to 1 KB-4 MB predicted 39 ms for a 64 MB
 all_reduce that took 91 ms). Between two calibrated sizes the (alpha, beta) of that interval
 is used, the line through its two points: two lines still missed the regime changes by 20-40%
-at half the calibrated sizes. `calibrate()` times each
-all_reduce algorithm on a few sizes (`time_all_reduce`: the fastest of `reps` runs of back-to-back
-calls, the slowest rank's time, so every rank fits the same numbers), fits alpha and beta by least squares, installs the model on the
-group and sets its policy to "auto": from then on a collective called without ``algorithm=``
+at half the calibrated sizes. `calibrate()` times each all_reduce algorithm on a few sizes
+(`time_all_reduce`: the fastest of `reps` runs of back-to-back calls, the slowest rank's time,
+so every rank fits the same numbers), fits alpha and beta by least squares, installs the
+model on the group and sets its policy to "auto": from then on a collective called without ``algorithm=``
 runs the algorithm with the smallest predicted time for its message size. The choice is the
 same on every rank because the model is.
 """
@@ -103,7 +103,7 @@ def calls_per_timing(nbytes: int, budget: int = 1 << 24) -> int:
 
 
 def time_all_reduce(sizes: tuple[int, ...], reps: int = 5,
-            algorithms: tuple[str, ...] = A.ALGORITHMS["all_reduce"]) -> dict[str, list[float]]:
+                    algorithms: tuple[str, ...] = A.ALGORITHMS["all_reduce"]) -> dict[str, list[float]]:
     """Seconds per all_reduce (float32 sum) of each algorithm at each of `sizes` bytes, the
     slowest rank's (so every rank gets the same numbers): the fastest of `reps` rounds in which
     the algorithms take turns (a disturbed moment hits one round of each), each round a barrier
@@ -115,7 +115,8 @@ def time_all_reduce(sizes: tuple[int, ...], reps: int = 5,
 
     bad = [a for a in algorithms if a not in A.ALGORITHMS["all_reduce"]]
     if bad or reps < 1 or not sizes or min(sizes) < 4:
-        raise ArgumentValueError(f"calibrate/time_all_reduce: algorithms must be among {A.ALGORITHMS['all_reduce']}, "
+        raise ArgumentValueError(f"calibrate/time_all_reduce: algorithms must be among "
+                                 f"{A.ALGORITHMS['all_reduce']}, "
                                  f"reps >= 1, sizes >= 4 bytes; got algorithms={algorithms}, reps={reps}, "
                                  f"sizes={sizes}")
     times: dict[str, list[float]] = {a: [] for a in algorithms}
