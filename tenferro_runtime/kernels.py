@@ -103,6 +103,9 @@ def checked(fn: Any, prim: Any, device: Any, out_avals: tuple) -> Any:
         check_result(prim, device, out_avals, out)
         return out
 
+    form = getattr(fn, "loop_operand", None)  # how a loop prepares operands: results still checked
+    if form is not None:
+        checked_kernel.loop_operand = form  # type: ignore[attr-defined]
     return checked_kernel
 
 
