@@ -93,6 +93,10 @@ class NumpyBackend:
                     a, b = in_avals
                     return matmul2d_kernel(a.shape[0], b.shape[1], a.dtype.numpy, b.dtype.numpy, small)
                 kernel = dot_kernel(in_avals, params)  # its index work done once
+            elif name == "conv_general" and kernel is KERNELS["conv_general"] and len(in_avals) == 2:
+                from .conv import conv_kernel
+
+                kernel = conv_kernel(in_avals, params)  # its shapes and path worked out once
             return sized(kernel, macs, nbytes)
         if (isinstance(kernel, partial) and kernel.keywords == {"out": Ellipsis}
                 and isinstance(kernel.func, np.ufunc) and all(a.shape for a in out_avals)):

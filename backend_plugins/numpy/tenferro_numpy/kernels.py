@@ -6,7 +6,6 @@ NumPy scalars (which are not buffers: no DLPack, no item assignment).
 
 from __future__ import annotations
 
-import itertools
 import math
 import warnings
 from functools import partial
@@ -574,61 +573,11 @@ def dot_kernel(in_avals: tuple, params: dict):
     return kernel
 
 
-def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                  feature_group_count, layout="channels_first"):
-    """One matmul per group: windows (N * out spatial, window * C/G) by the kernel
-    (window * C/G, O/G). Both layouts run it on the same channels-last padded copy (the pad
-    copies anyway), so their results are bitwise equal; channels innermost in the windows'
-    rows makes that copy a run of contiguous reads in channels_last."""
-    nsp = lhs.ndim - 2
-    last = layout == "channels_last"
-    x = lhs if last else np.moveaxis(lhs, 1, -1)  # (N, *spatial, C), a view
-    if all(d == 1 for d in lhs_dilation) and all(lo >= 0 and hi >= 0 for lo, hi in padding):
-        padded = np.zeros((x.shape[0], *(s + lo + hi for s, (lo, hi) in zip(x.shape[1:-1], padding)),
-                           x.shape[-1]), lhs.dtype)  # the same copy as _pad, ~5x less Python
-        padded[(slice(None), *(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[1:-1], padding)))] = x
-        x = padded
-    else:
-        none = ((0, 0, 0),)
-        x = _pad(x, np.zeros((), lhs.dtype), padding_config=none + tuple(
-            (lo, hi, d - 1) for (lo, hi), d in zip(padding, lhs_dilation)) + none)
-    k = rhs.shape[2:]
-    win = tuple((s - 1) * d + 1 for s, d in zip(k, rhs_dilation))
-    n, c, g, o = x.shape[0], x.shape[-1], feature_group_count, rhs.shape[0]
-    out_sp = tuple((s - w) // st + 1 for s, w, st in zip(x.shape[1:-1], win, window_strides))
-    if 0 in (n, o, c) or 0 in out_sp:
-        out = np.zeros((n, *out_sp, o), dtype=lhs.dtype)
-    else:
-        rows_n = n * math.prod(out_sp)
-        if c == 1:  # one channel: a copy per window offset (the windows' runs are 1 element)
-            rows = np.empty((n, *out_sp, *k), lhs.dtype)
-            for offset in itertools.product(*(range(s) for s in k)):
-                rows[(Ellipsis, *offset)] = x[(slice(None), *(
-                    slice(j * d, j * d + (m - 1) * st + 1, st)
-                    for j, d, m, st in zip(offset, rhs_dilation, out_sp, window_strides)), 0)]
-            rows = rows.reshape(1, rows_n, -1)
-        else:
-            view = np.lib.stride_tricks.sliding_window_view(x, win, axis=tuple(range(1, 1 + nsp)))
-            view = view[(slice(None), *(slice(None, None, st) for st in window_strides), slice(None),
-                         *(slice(None, None, d) for d in rhs_dilation))]  # (N, *out, C, *k)
-        if c > 1 and g == 1 and o > rows_n:
-            # more filters than windows (a weight's gradient as a convolution): columns in the
-            # kernel's own (C, *k) order, so the kernel is a view and only the few windows copy
-            with np.errstate(**_QUIET):
-                out = np.matmul(view.reshape(rows_n, -1), rhs.reshape(o, -1).T)
-            out = out.reshape((n, *out_sp, o))
-        else:
-            if c > 1:
-                view = view.reshape((n, *out_sp, g, c // g, *k))
-                perm = (1 + nsp, 0, *range(1, 1 + nsp), *range(3 + nsp, 3 + 2 * nsp), 2 + nsp)
-                rows = view.transpose(perm).reshape(g, rows_n, -1)  # (G, rows, k * C/G)
-            w = rhs.reshape((g, o // g, c // g, *k)).transpose(0, *range(3, 3 + nsp), 2, 1)
-            with np.errstate(**_QUIET):
-                out = np.matmul(rows, w.reshape(g, -1, o // g))  # (G, rows, O/G)
-            out = out.reshape((g, n, *out_sp, o // g))
-            out = np.moveaxis(out, 0, -2).reshape((n, *out_sp, o))
-    out = out if last else np.moveaxis(out, -1, 1)
-    return np.ascontiguousarray(out).astype(lhs.dtype, copy=False)
+def _conv_general(lhs, rhs, **params):
+    """The generic convolution (conv.py; the numpy backend specializes it per signature)."""
+    from .conv import conv_general
+
+    return conv_general(lhs, rhs, **params)
 
 
 KERNELS = {
