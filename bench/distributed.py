@@ -5,7 +5,8 @@
    graph; and with overlap=True, the start/wait pass) vs PyTorch DDP on the same model, and
    each vs its compute-only step (no communication): the overlap figure.
 2. all_reduce time per algorithm (native, ring, tree, rhd) over 1 KB - 64 MB, with the
-   fitted alpha-beta cost model's prediction beside it.
+   prediction beside it of the alpha-beta cost model fitted on a second series of timings
+   taken in the same rounds (every 4x).
 
 Timings are medians of interleaved rounds (every variant timed in each round, side by side),
 so a machine loaded by other work shifts all of them alike; read the ratios, not the times.
@@ -169,28 +170,39 @@ def _torch_variant(mod, x_np, y_np):
 
 
 def bench_collectives(args) -> list[str]:
+    """Two independent series of all_reduce timings, taken in the same rounds (each round
+    times every size once for each series, so a slow stretch of the machine falls on both):
+    the model is fitted on the first series at every 4x from 1 KB to 64 MB and its
+    predictions are checked against the second at every power of two."""
     import tenferro_distributed as dist
 
-    # calibrated at every 4x from 1 KB to 64 MB; then measured again, separately, at every
-    # power of two: the sizes in between are predicted by the model, not measured for it
-    model = dist.calibrate(sizes=tuple(1 << k for k in range(10, 27, 2)), reps=args.coll_reps, install=False)
     algs = dist.ALGORITHMS["all_reduce"]
     sizes = [1 << k for k in range(10, 27, 1 if not args.quick else 4)]
-    measured = dist.time_all_reduce(tuple(sizes), reps=args.coll_reps)
+    fit_sizes = [s for s in sizes if (s.bit_length() - 11) % 2 == 0]  # 1 KB, 4 KB, ..., 64 MB
+    rounds: dict[str, list] = {"fit": [], "check": []}
+    for _ in range(args.coll_reps):
+        for series in ("fit", "check"):
+            rounds[series].append(dist.time_all_reduce(tuple(sizes), reps=1))
+    pick = min if args.estimator == "min" else statistics.median
+    best = {series: {a: [pick(r[a][i] for r in rs) for i in range(len(sizes))] for a in algs}
+            for series, rs in rounds.items()}
+    model = dist.fit(fit_sizes, {a: [t for s, t in zip(sizes, best["fit"][a]) if s in fit_sizes]
+                                 for a in algs})
     lines = [f"{'bytes':>10} " + " ".join(f"{a + ' ms':>10} {'pred':>8}" for a in algs)]
-    within = {True: [0, 0], False: [0, 0]}  # calibrated size? -> [within 20%, total]
+    within = {True: [0, 0], False: [0, 0]}  # a fitted size? -> [within 20%, total]
     for i, size in enumerate(sizes):
         row = f"{size:>10} "
         for a in algs:
-            t, pred = measured[a][i], model.predict(a, size)
-            tally = within[size in model.points[a][0]]
+            t, pred = best["check"][a][i], model.predict(a, size)
+            tally = within[size in fit_sizes]
             tally[0] += abs(pred - t) <= 0.2 * t
             tally[1] += 1
             row += f"{1e3 * t:>10.3f} {1e3 * pred:>8.3f}"
         lines.append(row)
     lines.append(f"prediction within 20% of the measured time: {within[True][0] + within[False][0]} of "
                  f"{within[True][1] + within[False][1]} ({within[False][0]} of {within[False][1]} at sizes "
-                 f"between the calibrated ones, {within[True][0]} of {within[True][1]} at those re-measured)")
+                 f"between the fitted ones, {within[True][0]} of {within[True][1]} at the fitted sizes, "
+                 f"measured apart)")
     return lines
 
 
@@ -200,8 +212,8 @@ def worker(args) -> None:
     dist.init(init_method=f"file://{os.environ['BENCH_STORE']}", timeout=300)
     out = [] if args.skip_steps else bench_steps(args)
     if not args.skip_collectives:
-        out += ["", "all_reduce per algorithm (ms per call, slowest rank, fastest round of back-to-back "
-                "calls), "
+        out += ["", f"all_reduce per algorithm (ms per call, slowest rank, {args.estimator} over rounds of "
+                "back-to-back calls), "
                 "cost model prediction beside"]
         out += bench_collectives(args)
     if dist.rank() == 0:
@@ -214,7 +226,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="fewer message sizes")
-    ap.add_argument("--coll-reps", type=int, default=9, help="rounds per message size (collectives)")
+    ap.add_argument("--coll-reps", type=int, default=15, help="rounds per message size (collectives)")
+    ap.add_argument("--estimator", choices=("min", "median"), default="min",
+                    help="each series' time per size over the rounds")
     ap.add_argument("--skip-collectives", action="store_true")
     ap.add_argument("--skip-steps", action="store_true")
     ap.add_argument("--tape", action="store_true", help="also the eager GradientTape step")
