@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tenferro_runtime.graph_prims import GroupKernels
+from tenferro_runtime.scalar_groups import scalar_group
 
 from . import kernels as K
 
@@ -98,7 +99,7 @@ def _compile(graph: Any) -> tuple[Any, str]:
     kernels = [kernel(n.prim) for n in graph.nodes]
     if any(k is None for k in kernels):  # a decomposition runs: evaluate the group node by node
         return partial(_via_eval, graph), "# eval_graph (a node has no numpy kernel)"
-    scalar = _compile_scalar(graph, kernels)
+    scalar = scalar_group(graph)  # one-element integer values: operators on NumPy scalars
     if scalar is not None:
         return scalar
     glb: dict[str, Any] = {"np": np, "__name__": __name__, "_ok": _c_ordered, "_QUIET": K._QUIET,
@@ -121,56 +122,6 @@ def _compile(graph: Any) -> tuple[Any, str]:
     lines += ["    " + s for s in plain]
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<tenferro_numpy fused group {id(graph):#x}>", "exec"), glb)
-    return glb["fused"], src
-
-
-# integer ufuncs whose NumPy-scalar operator computes the same C operation in the same type
-_OPERATOR = {np.add: "+", np.subtract: "-", np.multiply: "*", np.bitwise_and: "&",
-             np.bitwise_or: "|", np.bitwise_xor: "^", np.left_shift: "<<", np.right_shift: ">>"}
-
-
-def _compile_scalar(graph: Any, kernels: list) -> tuple[Any, str] | None:
-    """(fused, its source) for a group of one-element integer values only (a random key's threefry
-    rounds: ~140 nodes, ~1 us each as ufunc calls on 0-d arrays), written as operators on
-    NumPy scalars (~0.1 us each): the same C integer operations in the same types, wrapping
-    as the ufuncs do (IEEE warnings off, as in the ufunc calls), so the same bits. None
-    where any value is not 0-d or not an integer, or a node is not such an operator (or a
-    conversion between integer types)."""
-    values = [*graph.inputs, *graph.consts, *(v for n in graph.nodes for v in n.outputs)]
-    if not graph.nodes or any(v.aval.size != 1 or v.aval.dtype.numpy.kind not in "iu" for v in values):
-        return None
-    glb: dict[str, Any] = {"np": np, "__name__": __name__, "_set": K.quiet_on, "_reset": K.quiet_off}
-    args = [f"b{i}" for i in range(len(graph.inputs))]
-    names: dict[Any, str] = {v: f"x{i}" for i, v in enumerate(graph.inputs)}
-    lines = [f"    x{i} = b{i}.reshape(-1)[0]" for i in range(len(graph.inputs))]  # NumPy scalars
-    for j, (v, c) in enumerate(graph.consts.items()):
-        glb[f"c{j}"], names[v] = c._buf.reshape(-1)[0], f"c{j}"
-    for i, (node, k) in enumerate(zip(graph.nodes, kernels)):
-        a = [names[x] for x in node.inputs]
-        uf = _node_ufunc(graph, node, k)
-        if uf is not None and not uf[1] and uf[0] in _OPERATOR and len(a) == 2:
-            lines.append(f"    y{i} = {a[0]} {_OPERATOR[uf[0]]} {a[1]}")
-        elif k is K._convert:
-            glb[f"t{i}"] = node.outputs[0].aval.dtype.numpy
-            lines.append(f"    y{i} = {a[0]}.astype(t{i})")  # astype's C cast, as the kernel's
-        elif node.prim.name in ("broadcast_in_dim", "reshape", "copy"):  # one element: the same value
-            lines.append(f"    y{i} = {a[0]}")
-        else:
-            return None
-        names[node.outputs[0]] = f"y{i}"
-    outs = []
-    for j, v in enumerate(graph.outputs):
-        if v not in names:  # a constant output
-            glb[f"o{j}"] = v._buf
-            outs.append(f"o{j}")
-        else:
-            shape = v.aval.shape
-            outs.append(f"np.asarray({names[v]})" + (f".reshape({shape})" if shape else ""))
-    body = ["    _t = _set()", "    try:", *["    " + ln for ln in lines],
-            f"        return ({', '.join(outs)}{',' if len(outs) == 1 else ''})",
-            "    finally:", "        _reset(_t)"]
-    src = "\n".join([f"def fused({', '.join(args)}):", *body]) + "\n"
-    exec(compile(src, f"<tenferro_numpy scalar group {id(graph):#x}>", "exec"), glb)
     return glb["fused"], src
 
 

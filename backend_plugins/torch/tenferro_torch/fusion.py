@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from tenferro_runtime.graph_prims import GroupKernels
+from tenferro_runtime.scalar_groups import scalar_group
 
 from .ops import elementwise
 
@@ -55,6 +56,13 @@ def _compile(graph: Any) -> tuple[Any, str]:
     kernels = _kernels(graph)
     if kernels is None:
         return _via_eval(graph), "# eval_graph (a node has no torch kernel)"
+    if all(str(v.aval.device) == "torch:cpu" for v in (*graph.inputs, *graph.consts)):
+        # one-element integer values (a random key's threefry rounds: ~10 us per torch op on
+        # a 0-d tensor, more for uint32): operators on NumPy scalars, NumPy's bits, which
+        # the kernels reproduce; CPU tensors cross to NumPy without copies
+        scalar = scalar_group(graph, lambda t: t.numpy(), torch.from_numpy)
+        if scalar is not None:
+            return scalar
     glb: dict[str, Any] = {"__name__": __name__}
     names: dict[Any, str] = {}
     args = [f"b{i}" for i in range(len(graph.inputs))]
