@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .graph_prims import GroupKernels
+
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "bitwise_and": "&", "bitwise_or": "|",
            "bitwise_xor": "^"}
 _SHIFTS = {"shift_left": "<<", "shift_right": ">>"}
@@ -52,15 +54,9 @@ def scalar_group(graph: Any, to_host: Any = None, from_host: Any = None) -> tupl
         else:
             return None
         names[node.outputs[0]] = f"y{i}"
-    outs = []
-    for j, v in enumerate(graph.outputs):
-        if v not in names:  # a constant output
-            glb[f"o{j}"] = v._buf
-            outs.append(f"o{j}")
-        else:
-            shape = v.aval.shape
-            outs.append(f"_wrap(np.asarray({names[v]})" + (f".reshape({shape}))" if shape else ")"))
-    lines.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    buffers = {v: f"_wrap(np.asarray({n})" + (f".reshape({v.aval.shape}))" if v.aval.shape else ")")
+               for v, n in names.items()}
+    lines.append(GroupKernels.returned(graph, buffers, glb))
     args = ", ".join(f"b{i}" for i in range(len(graph.inputs)))
     body = ["        " + ln for ln in lines]
     src = "\n".join([f"def fused({args}):", "    with _errstate(all='ignore'):", *body]) + "\n"

@@ -32,8 +32,9 @@ def recompute_scan_residuals(graph: Graph) -> Graph:
 
 
 def _find(graph: Graph) -> tuple | None:
-    """(reader index, its operand position, the residual's expression, the leaves' outer vars
-    by body var) of the first eligible residual, or None."""
+    """(reader index, its operand position, the residual's expression, its leaves (body var
+    -> ("xs", stacked outer var) or ("const", loop-constant operand)), the producing body's
+    graph constants) of the first eligible residual, or None."""
     from ..control_flow_prims import scan_p
 
     readers: dict[Var, list] = {}

@@ -35,23 +35,28 @@ def conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilatio
                  feature_group_count, layout="channels_first"):
     """The convolution of `lhs` by `rhs` (conv_general's params)."""
     last = layout == "channels_last"
-    if any(d != 1 for d in lhs_dilation) or any(lo < 0 or hi < 0 for lo, hi in padding):
-        # dilated and cropped (and padded) first, then an undilated convolution of that
-        x = lhs if last else np.moveaxis(lhs, 1, -1)
-        none = ((0, 0, 0),)
-        x = K._pad(x, np.zeros((), lhs.dtype), padding_config=none + tuple(
-            (lo, hi, d - 1) for (lo, hi), d in zip(padding, lhs_dilation)) + none)
-        nsp = lhs.ndim - 2
-        out = _kernel(x.shape, rhs.shape, np.dtype(lhs.dtype), tuple(window_strides), ((0, 0),) * nsp,
-                      tuple(rhs_dilation), feature_group_count, True)(x, rhs)
-        return out if last else np.ascontiguousarray(np.moveaxis(out, -1, 1))
-    return _kernel(lhs.shape, rhs.shape, np.dtype(lhs.dtype), tuple(window_strides),
-                   tuple(tuple(p) for p in padding), tuple(rhs_dilation), feature_group_count, last)(lhs, rhs)
+    if _direct(lhs_dilation, padding):
+        return _kernel(lhs.shape, rhs.shape, np.dtype(lhs.dtype), tuple(window_strides),
+                       tuple(tuple(p) for p in padding), tuple(rhs_dilation), feature_group_count,
+                       last)(lhs, rhs)
+    # dilated and cropped (and padded) first, then an undilated convolution of that
+    x = lhs if last else np.moveaxis(lhs, 1, -1)
+    none = ((0, 0, 0),)
+    x = K._pad(x, np.zeros((), lhs.dtype), padding_config=none + tuple(
+        (lo, hi, d - 1) for (lo, hi), d in zip(padding, lhs_dilation)) + none)
+    out = _kernel(x.shape, rhs.shape, np.dtype(lhs.dtype), tuple(window_strides), ((0, 0),) * (lhs.ndim - 2),
+                  tuple(rhs_dilation), feature_group_count, True)(x, rhs)
+    return out if last else np.ascontiguousarray(np.moveaxis(out, -1, 1))
+
+
+def _direct(lhs_dilation: Any, padding: Any) -> bool:
+    """Whether `_kernel` takes the input as it is: no input dilation, no cropping."""
+    return all(d == 1 for d in lhs_dilation) and all(lo >= 0 and hi >= 0 for lo, hi in padding)
 
 
 def conv_kernel(in_avals: tuple, params: dict) -> Any:
     """The convolution kernel of one signature (lhs and rhs avals, canonical params)."""
-    if any(d != 1 for d in params["lhs_dilation"]) or any(lo < 0 or hi < 0 for lo, hi in params["padding"]):
+    if not _direct(params["lhs_dilation"], params["padding"]):
         return conv_general
     ls, rs = in_avals[0].shape, in_avals[1].shape
     kernel = _kernel(ls, rs, np.dtype(in_avals[0].dtype.numpy), tuple(params["window_strides"]),
