@@ -141,7 +141,9 @@ def _kernel(ls: tuple, rs: tuple, dt: np.dtype, strides: tuple, padding: tuple, 
     groups_in = (*range(1, nsp + 2), 0, nsp + 2)  # np.moveaxis(out, 0, -2)
 
     def conv(lhs, rhs):
-        w = rhs.reshape(w_shape).transpose(w_perm).reshape(g, -1, o // g)
+        # row-major whatever the weight's layout: NumPy's matmul takes another (non-BLAS) loop
+        # for a strided batch of matrices, which rounds differently
+        w = np.ascontiguousarray(rhs.reshape(w_shape).transpose(w_perm).reshape(g, -1, o // g))
         out = product(windows(lhs), w).reshape(out_g)  # (G, rows, O/G)
         return finish(out.transpose(groups_in).reshape(out_shape))
 
@@ -173,7 +175,7 @@ def _shifted(x_shape: tuple, to_last: Any, o: int, k: tuple, rdil: tuple, paddin
 
     def conv(lhs, rhs):
         x = lhs if to_last is None else lhs.transpose(to_last)
-        w = rhs.transpose(w_perm).reshape(c, -1)  # (C, window * O), offsets then outputs
+        w = np.ascontiguousarray(rhs.transpose(w_perm).reshape(c, -1))  # (C, window * O): offsets, outputs
         y = product(np.ascontiguousarray(x).reshape(rows), w).reshape(per_tap)
         out = np.zeros((n, *out_sp, o), dt)
         for dst, src in taps:

@@ -92,6 +92,8 @@ def conv_problems(draw):
           "channels_first"), 3).via("fewer outputs than channels: products added shifted, dilated")
 @example(((2, 5, 6), (2, 5, 3), (1,), ((0, 0),), (1,), (1,), 1, "float32",
           "channels_last"), 4).via("no padding: more input than output, the windows' path")
+@example(((1, 4, 1), (2, 2, 2), (1,), ((0, 1),), (1,), (1,), 2, "float32",
+          "channels_first"), 0).via("groups, a column-major weight: its matrices made row-major")
 def test_the_kernel_of_one_signature_is_bitwise_the_generic_one(problem, seed):
     """`conv_kernel` (shapes, path and window strides worked out once per signature) gives the
     bytes of `conv_general` on every path, dtype and layout, and non-contiguous operands;
