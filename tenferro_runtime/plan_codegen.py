@@ -153,9 +153,9 @@ def generate_scan(steps: list, template: list, n_inputs: int, out_slots: list, d
         glb[f"fx{j}"] = value
     outs = [f"fx{j}" if s is None else names.get(s, f"s{s}") for j, s in enumerate(out_slots)]
     head = [f"    s{i} = consts[{i}]" for i in range(n_consts)]
-    for (k, p), (form, slot) in prepare.items():
-        glb[f"_lo{k}_{p}"] = form
-        head.append(f"    {renamed[k, p]} = _lo{k}_{p}({p}, {names[slot]}, length)")
+    for name, (form, p, slot) in prepare.items():
+        glb[f"_lo_{name}"] = form
+        head.append(f"    {name} = _lo_{name}({p}, {names[slot]}, length)")
     head += [f"    s{n_consts + i} = carry[{i}]" for i in range(n_carry)]
     head += [f"    x{i} = slices[{i}]" for i in range(n_x)]
     # a ys that is a carry input whose carry output is stacked in place: one array of
@@ -208,20 +208,23 @@ def generate_scan(steps: list, template: list, n_inputs: int, out_slots: list, d
 
 
 def _loop_operands(steps: list, template: list, n_inputs: int, n_consts: int) -> tuple[dict, dict]:
-    """({(step, position): the name it reads}, {(step, position): (the kernel's `loop_operand`,
-    the slot)}) for the operands a loop reads unchanged (its consts and constants) at the
-    steps whose kernel prepares such operands once before the loop (`loop_operand(position,
-    buffer, length)`: a NumPy product's padded weight rows)."""
+    """({(step, position): the name it reads}, {name: (the kernel's `loop_operand`, position,
+    slot)}) for the operands a loop reads unchanged (its consts and constants) at the steps
+    whose kernel prepares such operands once before the loop (`loop_operand(position, buffer,
+    length)`: a NumPy product's padded weight rows); one preparation per operand, position and
+    form, however many steps read it."""
     renamed: dict = {}
     prepare: dict = {}
+    made: dict = {}  # (form, position, slot) -> name
     for k, step in enumerate(steps):
         form = getattr(plain(step[0]), "loop_operand", None)
         if form is None:
             continue
         for p, slot in enumerate(step[2]):
             if slot < n_consts or (slot >= n_inputs and template[slot] is not None):
-                renamed[k, p] = f"v{k}_{p}"
-                prepare[k, p] = (form, slot)
+                name = made.setdefault((form, p, slot), f"v{k}_{p}")
+                renamed[k, p] = name
+                prepare[name] = (form, p, slot)
     return renamed, prepare
 
 
