@@ -22,6 +22,7 @@ from tenferro_runtime.graph_prims import GroupKernels
 from tenferro_runtime.scalar_groups import scalar_group
 
 from .ops import elementwise
+from .thresholds import threshold_pattern
 
 # torch function -> its in-place method (same dtype in and out: tenferro's arithmetic is
 # homogeneous); a result of one of these (or of `FRESH`) is a new dense tensor
@@ -30,6 +31,8 @@ _INPLACE = {torch.add: "add_", torch.sub: "sub_", torch.mul: "mul_", torch.div: 
             torch.minimum: None}
 _COMMUTATIVE = frozenset((torch.add, torch.mul))
 _FRESH = frozenset((elementwise.select_bits,))
+# thresholds.py's patterns -> torch's kernel: (x, c, a) and (g, x, c)
+_THRESHOLD = {"threshold": torch.threshold, "threshold_backward": torch.ops.aten.threshold_backward}
 
 
 def _kernels(graph: Any) -> list | None:
@@ -75,9 +78,28 @@ def _compile(graph: Any) -> tuple[Any, str]:
     for i, n in enumerate(graph.nodes):
         for v in n.inputs:
             last[v] = max(last.get(v, i), i)
+    thresholds, skipped = _thresholds(graph, outputs)
+    for i, pattern in thresholds.items():
+        for v in pattern[1:]:
+            if isinstance(v, Var):
+                last[v] = max(last.get(v, i), i)
     owned: set = set()  # the group's own dense results, no view of them taken
     lines = [f"def fused({', '.join(args)}):"]
     for i, (node, k) in enumerate(zip(graph.nodes, kernels)):
+        if i in skipped:  # a mask read only by selects that became thresholds
+            continue
+        if i in thresholds:  # ("threshold", x, c, a): x <= c ? a : x; ("threshold_backward", g, x, c)
+            kind, *operands = thresholds[i]
+            glb[f"k{i}"] = _THRESHOLD[kind]
+            call = []
+            for j, u in enumerate(operands):
+                if not isinstance(u, Var):
+                    glb[f"t{i}_{j}"], u = u, None
+                call.append(names[u] if u is not None else f"t{i}_{j}")
+            lines.append(f"    v{i}_0 = k{i}({', '.join(call)})  # {kind}")
+            names[node.outputs[0]] = f"v{i}_0"
+            owned.add(node.outputs[0])
+            continue
         ins, a = node.inputs, [names[x] for x in node.inputs]
         out = node.outputs[0] if len(node.outputs) == 1 else None
         method = _INPLACE.get(k) if out is not None and not node.params else None
@@ -108,6 +130,25 @@ def _compile(graph: Any) -> tuple[Any, str]:
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<tenferro_torch fused group {id(graph):#x}>", "exec"), glb)
     return glb["fused"], src
+
+
+def _thresholds(graph: Any, outputs: set) -> tuple[dict, set]:
+    """({select node index: its threshold pattern (thresholds.py)}, the indices of the
+    comparisons no other node or output reads): ReLU's selects as torch's threshold kernels."""
+    producer = {o: n for n in graph.nodes for o in n.outputs}
+    found = {}
+    for i, n in enumerate(graph.nodes):
+        pattern = threshold_pattern(n, producer, graph.consts)
+        if pattern is not None:
+            found[i] = pattern
+    readers: dict = {}
+    for i, n in enumerate(graph.nodes):
+        for v in n.inputs:
+            readers.setdefault(v, set()).add(i)
+    skipped = {i for i, n in enumerate(graph.nodes) if n.prim.name == "le"
+               and n.outputs[0] not in outputs and readers.get(n.outputs[0])
+               and readers[n.outputs[0]] <= found.keys()}
+    return found, skipped
 
 
 def _via_eval(graph: Any) -> Any:
