@@ -24,6 +24,9 @@ def specialize(name: str, in_avals: tuple, out_avals: tuple, params: dict | None
         return unsigned.KERNELS[name]
     if name == "select":
         return elementwise.select_kernel(in_avals)
+    mask = elementwise.mask_kernel(name, in_avals, out_avals)
+    if mask is not None:
+        return mask
     if name == "dot_general" and params is not None and len(in_avals) == 2:
         return reductions.dot_kernel(in_avals, params)
     kernel = KERNELS[name]

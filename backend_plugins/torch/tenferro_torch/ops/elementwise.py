@@ -202,6 +202,55 @@ def select_kernel(avals: tuple):
     return select_bits if on_cpu(on_true) and on_true.dtype.itemsize in _SAME_WIDTH_INT else torch.where
 
 
+BYTE_MASKS = 1 << 13
+"""Results from this many elements up: torch's CPU comparisons writing bool are scalar loops
+(``x <= 0`` on 128x512 float32: ~50 us on two threads); written into int8 (0 or 1, which
+a bool view reads as False or True) they are vectorized: ~18 us. Below it, the int8 tensor
+and the `out=` call cost more (~4 us) than they save."""
+
+_COMPARISONS = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt,
+                "ge": torch.ge}
+
+
+def _mask(fn, shape: tuple, device: torch.device):
+    def kernel(*args):
+        out = torch.empty(shape, dtype=torch.int8, device=device)
+        return fn(*args, out=out).view(torch.bool)
+
+    return kernel
+
+
+def _isnan(x, out):
+    return torch.ne(x, x, out=out)
+
+
+def _isinf(x, out):
+    return torch.eq(torch.abs(x), float("inf"), out=out)
+
+
+def _isfinite(x, out):  # x - x is 0 exactly for finite x, NaN for inf and NaN
+    return torch.eq(torch.sub(x, x), 0, out=out)
+
+
+_PREDICATES = {"isnan": _isnan, "isinf": _isinf, "isfinite": _isfinite}
+
+
+def mask_kernel(name: str, in_avals: tuple, out_avals: tuple):
+    """A comparison (or isnan/isinf/isfinite of floats) on the CPU writing `BYTE_MASKS` or
+    more results, as a vectorized loop into int8 viewed as bool; None elsewhere (the same
+    values: each result is exactly 0 or 1)."""
+    out = out_avals[0] if len(out_avals) == 1 else None
+    if out is None or not on_cpu(out) or not in_avals or out.size < BYTE_MASKS:
+        return None
+    if name in _COMPARISONS and in_avals[0].dtype.kind in "iuf":
+        fn = _COMPARISONS[name]
+    elif name in _PREDICATES and in_avals[0].dtype.kind == "f":
+        fn = _PREDICATES[name]
+    else:
+        return None
+    return _mask(fn, tuple(out.shape), torch.device("cpu"))
+
+
 KERNELS = {
     "neg": by_kind(iuf=torch.neg, c=_pairs(torch.neg)), "abs": torch.abs,
     "sign": by_kind(iu=torch.sign, f=_float_sign, c=torch.sgn),
