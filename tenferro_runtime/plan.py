@@ -319,8 +319,9 @@ def _reuse(b: _Builder, steps: list, out_slots: set, device: Any, graph: Any, me
         return {}
     from .plan_reuse import plan_reuse
 
+    # one result: a kernel returning it alone, or in a tuple (a fused group's)
     forms = [out_kernel(step[1].name, device.kernels.get(step[1]))
-             if len(step[3]) == 1 and not step[5] and k not in b.own else None
+             if len(step[3]) == 1 and k not in b.own else None
              for k, step in enumerate(steps)]
     donated: tuple = ()
     if getattr(device.backend, "donatable", None) is not None:

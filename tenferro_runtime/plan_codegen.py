@@ -64,6 +64,7 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
     body: list[str] = []
     for k, (fn, _prim, ins, outs, params, multiple, frees) in enumerate(steps):
         kernel = fn = plain(fn)
+        form_params = params  # an out form takes the step's params (a fused group's graph)
         bare = getattr(kernel, "without_params", None)  # the same kernel, called on buffers only
         if bare is not None:
             fn, params = bare, None
@@ -73,17 +74,27 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
             dead, form, donated = reuse[k]
             glb[f"o{k}"] = form
             body.append(f"{pad}k = {k}")
-            call = f"o{k}({', '.join(args + [f's{dead}'])})"
+            extra = []
+            if form_params:
+                glb[f"q{k}"] = form_params
+                extra = [f"**q{k}"]
+            plain_args = list(args)
+            for key, value in (params or {}).items():
+                glb[f"p{k}_{key}"] = value
+                plain_args.append(f"{key}=p{k}_{key}")
+            call = f"o{k}({', '.join(args + [f's{dead}'] + extra)})"
             if donated:  # the caller's buffer, if nothing but this run holds it
                 glb["_donatable"], glb["_count"] = device.backend.donatable, sys.getrefcount
                 # counted here, by a C call in a statement of its own: inside a Python
                 # callee the count also depends on whether the interpreter inlined the call
                 # (it does not once a PEP 523 frame hook, such as torch.compile's, is set)
                 body.append(f"{pad}n = _count(s{dead}) - {_HOLDERS + 1}")
-                call = f"{call} if _donatable(s{dead}, n) else f{k}({', '.join(args)})"
-            body.append(f"{pad}s{outs[0]} = {call}")
+                call = f"{call} if _donatable(s{dead}, n) else f{k}({', '.join(plain_args)})"
+            target = f"s{outs[0]}," if multiple else f"s{outs[0]}"
+            body.append(f"{pad}{target} = {call}")
             if check is not None:
-                body.append(f"{pad}_check(_prims[k], _device, _avals[k], s{outs[0]})")
+                result = f"(s{outs[0]},)" if multiple else f"s{outs[0]}"
+                body.append(f"{pad}_check(_prims[k], _device, _avals[k], {result})")
             names[outs[0]] = f"s{outs[0]}"
             dead_names = [f"s{dead}"] + [f"s{i}" for i in frees
                                          if i not in kept and names.get(i, "").startswith("s")]

@@ -64,8 +64,8 @@ def plan_reuse(steps: list, avals: dict, protected: set, out_forms: list,
             # in place first: an operand of exactly the result's shape whose buffer dies here
             # (a ufunc reads and writes the same elements: exact overlap is safe)
             here = [s for s in now if s in step[2] and (avals[s].shape, avals[s].dtype) == key]
-            if here:
-                slot = here[-1]
+            if here:  # the plan's own buffer before a donated one (that one is conditional)
+                slot = next((s for s in reversed(here) if s not in donated_set), here[-1])
                 now = [s for s in now if s != slot]
                 reuse[k] = (slot, slot in donated_set)
             elif pool[key]:

@@ -54,6 +54,18 @@ def _torch() -> Any:
     return torch
 
 
+def _storage_uses(storage: Any) -> int:
+    """How many tensors (and storage objects) share `storage`; a large number where this
+    torch cannot say (then nothing is donatable)."""
+    count = getattr(sys.modules["torch"]._C, "_storage_Use_Count", None)
+    return count(storage._cdata) if count is not None else 1 << 30
+
+
+_OWN_USES = 2
+"""`_storage_uses` of a tensor's storage that only that tensor holds (its TensorImpl and the
+storage object asked), checked by the test of `donatable`."""
+
+
 def _import_torch() -> Any:
     import os
 
@@ -121,6 +133,32 @@ class TorchBackend:
         from .ops import specialize
 
         return sized(specialize(name, in_avals, out_avals, params), name, in_avals, out_avals, params)
+
+    def out_kernel(self, name: str, kernel: Any) -> Any:
+        """`fn(*bufs, out, **params)` writing a `fused` group's or a product's result into a
+        dead buffer the plan gives (fusion.fused_out, reductions.dot_out): a parameter
+        update into its donated or dead gradient's buffer instead of a new tensor."""
+        if getattr(kernel, "torch_primitive", None) != name:
+            return None  # another plugin's kernel for this backend
+        if name == "fused":
+            from .fusion import fused_out
+
+            return fused_out
+        if name == "dot_general":
+            from .ops.reductions import dot_out
+
+            return dot_out
+        return None
+
+    def donatable(self, buf: Any, others: int) -> bool:
+        """True when a donated input's tensor may be overwritten: nothing beyond the executor
+        holds it (`others` is 0), it is no view, no other tensor shares its storage, and
+        torch allocated that storage (a `torch.from_numpy` tensor shares the caller's
+        NumPy array: not resizable)."""
+        if others > 0 or buf._base is not None or buf.requires_grad:
+            return False
+        storage = buf.untyped_storage()
+        return storage.resizable() and _storage_uses(storage) <= _OWN_USES
 
     def set_threads(self, n: int) -> None:
         """Use at most `n` threads in torch's intra-op pool (OpenMP, MKL, oneDNN):

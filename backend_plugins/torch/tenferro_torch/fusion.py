@@ -22,6 +22,8 @@ from tenferro_runtime.graph_prims import GroupKernels
 from tenferro_runtime.scalar_groups import scalar_group
 
 from .ops import elementwise
+from .ops.common import on_cpu
+from .threads import run_sized, small_group
 from .thresholds import threshold_pattern
 
 # torch function -> its in-place method (same dtype in and out: tenferro's arithmetic is
@@ -52,12 +54,18 @@ def _kernels(graph: Any) -> list | None:
     return out
 
 
-def _compile(graph: Any) -> tuple[Any, str]:
-    """(the generated function, its source) for `graph`."""
+def _compile(graph: Any, out_mode: int | None = None) -> tuple[Any, str]:
+    """(the generated function, its source) for `graph`. With `out_mode` (a one-output
+    group's out form, `fused_out`): the function takes a last argument `out`, a dead buffer
+    of the result's shape and dtype that the plan gives it: input `out_mode` itself (which
+    the group may then write in place after its last read), or, for -1, a separate one.
+    Its result is then `out` or a new tensor, never a view of an input."""
     from tenferro_runtime.graph import Var
 
     kernels = _kernels(graph)
     if kernels is None:
+        if out_mode is not None:
+            return None, "# no out form (a node has no torch kernel)"
         return _via_eval(graph), "# eval_graph (a node has no torch kernel)"
     if all(str(v.aval.device) == "torch:cpu" for v in (*graph.inputs, *graph.consts)):
         # one-element integer values (a random key's threefry rounds: ~10 us per torch op on
@@ -65,7 +73,7 @@ def _compile(graph: Any) -> tuple[Any, str]:
         # the kernels reproduce; CPU tensors cross to NumPy without copies
         scalar = scalar_group(graph, lambda t: t.numpy(), torch.from_numpy)
         if scalar is not None:
-            return scalar
+            return scalar if out_mode is None else (None, "# no out form (a scalar group)")
     glb: dict[str, Any] = {"__name__": __name__}
     names: dict[Any, str] = {}
     args = [f"b{i}" for i in range(len(graph.inputs))]
@@ -84,7 +92,11 @@ def _compile(graph: Any) -> tuple[Any, str]:
             if isinstance(v, Var):
                 last[v] = max(last.get(v, i), i)
     owned: set = set()  # the group's own dense results, no view of them taken
-    lines = [f"def fused({', '.join(args)}):"]
+    aliasing = set(graph.inputs) | set(graph.consts)  # values that may share an input's memory
+    result = graph.outputs[0] if out_mode is not None else None
+    if out_mode is not None and out_mode >= 0 and graph.inputs[out_mode] not in outputs:
+        owned.add(graph.inputs[out_mode])  # the plan's dead buffer: writable after its last read
+    lines = [f"def fused({', '.join(args + (['out'] if out_mode is not None else []))}):"]
     for i, (node, k) in enumerate(zip(graph.nodes, kernels)):
         if i in skipped:  # a mask read only by selects that became thresholds
             continue
@@ -113,6 +125,12 @@ def _compile(graph: Any) -> tuple[Any, str]:
                 names[out] = a[target]
                 owned.add(out)
                 continue
+        if out is not None and out is result and k in _INPLACE and not node.params:
+            glb[f"k{i}"] = k  # the result straight into the plan's buffer
+            lines.append(f"    v{i}_0 = k{i}({', '.join(a)}, out=out)")
+            names[out] = f"v{i}_0"
+            owned.add(out)
+            continue
         glb[f"k{i}"] = k
         call = f"k{i}({', '.join(a)}"
         if node.params:
@@ -126,7 +144,22 @@ def _compile(graph: Any) -> tuple[Any, str]:
             owned.add(out)
         else:  # the result may be a view of an operand: never write those again
             owned.difference_update(ins)
-    lines.append("    " + GroupKernels.returned(graph, names, glb))
+            if any(v in aliasing for v in ins):
+                aliasing.update(node.outputs)
+    if out_mode is not None:
+        name = names[result] if isinstance(result, Var) else None
+        if name is None or result in aliasing:  # a constant, or a view of an input: a copy
+            if name is None:
+                glb["o_const"] = result._buf
+            if out_mode < 0:  # a free buffer, shared with no input
+                lines += [f"    out.copy_({name or 'o_const'})", "    return (out,)"]
+            else:
+                glb["_clone"] = torch.clone
+                lines.append(f"    return (_clone({name or 'o_const'}),)")
+        else:
+            lines.append(f"    return ({name},)")
+    else:
+        lines.append("    " + GroupKernels.returned(graph, names, glb))
     src = "\n".join(lines) + "\n"
     exec(compile(src, f"<tenferro_torch fused group {id(graph):#x}>", "exec"), glb)
     return glb["fused"], src
@@ -168,4 +201,51 @@ fused_kernel = _GROUPS.kernel
 specialized = _GROUPS.specialized
 generated_source = _GROUPS.source
 
-__all__ = ["fused_kernel", "generated_source", "specialized"]
+
+def _storage(buf: Any) -> int:
+    return buf.untyped_storage().data_ptr() if buf.numel() else -1
+
+
+def fused_out(*args: Any, graph: Any) -> tuple:
+    """The out form of the `fused` kernel (Backend.out_kernel): a one-output group's result
+    written into `out` (the last argument, a dead buffer the plan gives: one of the inputs
+    whose last use this is, or a free one), or a new tensor where the group cannot; never
+    a view of an input. Where another input shares the memory of the input given as `out`,
+    the group runs as the plain kernel (a new result)."""
+    *bufs, out = args
+    mode = next((i for i, b in enumerate(bufs) if b is out), -1)
+    if mode >= 0:
+        mine = _storage(out)
+        if mine != -1 and any(_storage(b) == mine for j, b in enumerate(bufs) if j != mode):
+            mode = None
+    run, _, small = _out_code(graph, mode)
+    if run is None:  # the plain kernel, on the threads `sized` gives it
+        return _fresh(run_sized(small, _GROUPS.code(graph)[0], *bufs), bufs)
+    return run_sized(small, run, *bufs, out)
+
+
+def _out_code(graph: Any, mode: int | None) -> tuple:
+    """(the out form's function or None, its source, whether it runs on one thread)."""
+    def build() -> tuple:
+        avals = [v.aval for v in (*graph.inputs, *graph.consts)]
+        small = bool(avals) and on_cpu(avals[0]) and small_group(graph)
+        if mode is None or len(graph.outputs) != 1:
+            return None, "# no out form", small
+        return (*_compile(graph, mode), small)
+
+    return graph.derived(f"torch_fused_out{mode}", build)
+
+
+def _fresh(results: tuple, bufs: list) -> tuple:
+    """`results` with any that shares an input's memory copied (an out form's results are
+    the plan's own buffers)."""
+    inputs = {_storage(b) for b in bufs} - {-1}
+    return tuple(torch.clone(r) if _storage(r) in inputs else r for r in results)
+
+
+def out_source(graph: Any, mode: int) -> str:
+    """The generated code of `graph`'s out form for `mode` (for debugging and tests)."""
+    return _out_code(graph, mode)[1]
+
+
+__all__ = ["fused_kernel", "fused_out", "generated_source", "out_source", "specialized"]

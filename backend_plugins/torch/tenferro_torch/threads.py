@@ -60,8 +60,7 @@ def _small(name: str, in_avals: tuple, out_avals: tuple, params: dict | None) ->
     if name in ("dot_general", "conv_general"):
         if params is None or len(in_avals) < 2:
             return False
-        macs, nbytes = product_size(name, in_avals, out_avals, params)
-        return macs < SMALL_PRODUCT and nbytes < SMALL_OPERANDS
+        return small_product(*product_size(name, in_avals, out_avals, params))
     if name == "fused":
         graph = (params or {}).get("graph")
         if graph is None or not any(n.prim.name in VML for n in graph.nodes):
@@ -94,4 +93,29 @@ def sized(kernel: Any, name: str, in_avals: tuple, out_avals: tuple, params: dic
     return one_thread
 
 
-__all__ = ["SMALL_ELEMENTS", "SMALL_OPERANDS", "SMALL_PRODUCT", "VML", "product_size", "sized"]
+def small_group(graph: Any) -> bool:
+    """Whether a `fused` group's calls run on one thread (as `sized` runs its kernel)."""
+    return _small("fused", (), (), {"graph": graph})
+
+
+def small_product(macs: int, nbytes: int) -> bool:
+    """Whether a product of `macs` multiply-adds reading `nbytes` runs on one thread."""
+    return macs < SMALL_PRODUCT and nbytes < SMALL_OPERANDS
+
+
+def run_sized(small: bool, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)`, with torch's intra-op pool at one thread when `small` (the out
+    forms' counterpart of `sized`: the same thread count, so the same bits)."""
+    torch = sys.modules["torch"]
+    n = torch.get_num_threads() if small else 1
+    if n == 1:
+        return fn(*args, **kwargs)
+    torch.set_num_threads(1)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        torch.set_num_threads(n)
+
+
+__all__ = ["SMALL_ELEMENTS", "SMALL_OPERANDS", "SMALL_PRODUCT", "VML", "product_size", "run_sized",
+           "sized", "small_group", "small_product"]

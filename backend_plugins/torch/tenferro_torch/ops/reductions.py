@@ -9,6 +9,7 @@ split complex operands into real products (torch's convolution op has no complex
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -133,6 +134,46 @@ def dot_kernel(in_avals: tuple, params: dict):
 
 def _matmul(x, y, **_):
     return torch.matmul(x, y)
+
+
+@functools.lru_cache(maxsize=1024)
+def _dot_layout(ls: tuple, rs: tuple, contracting_dims: tuple, batch_dims: tuple) -> tuple:
+    """(lhs permutation, its matrix shape, rhs permutation, its matrix shape, the product's
+    shape before the result's) of `dot_kernel`, for the out form."""
+    (lc, rc), (lb, rb) = contracting_dims, batch_dims
+    lf = [i for i in range(len(ls)) if i not in lc and i not in lb]
+    rf = [i for i in range(len(rs)) if i not in rc and i not in rb]
+    lead = [math.prod(ls[i] for i in lb)] if lb else []
+    m, n = math.prod(ls[i] for i in lf), math.prod(rs[i] for i in rf)
+    k = math.prod(ls[i] for i in lc)
+    return (list(lb) + lf + list(lc), tuple(lead + [m, k]), list(rb) + list(rc) + rf,
+            tuple(lead + [k, n]), tuple(lead + [m, n]))
+
+
+def dot_out(x, y, out, *, contracting_dims, batch_dims):
+    """`dot_general` written into `out` (Backend.out_kernel): the same matmul on the same
+    views as `dot_kernel`, its result into a view of `out`, on as many threads as `sized`
+    gives the kernel (so the same bits); a new tensor where `out` is an operand's buffer or
+    not contiguous, an operand is a vector or the operands take `_dot_general`'s integer
+    route."""
+    from ..threads import run_sized, small_product
+
+    (lc, rc), (lb, rb) = contracting_dims, batch_dims
+    a_perm, a_shape, b_perm, b_shape, mn = _dot_layout(
+        tuple(x.shape), tuple(y.shape), contracting_dims, batch_dims)
+    small = out.device.type == "cpu" and small_product(math.prod(a_shape) * b_shape[-1],
+                                                       x.nbytes + y.nbytes)
+    matrices = x.ndim > len(lc) + len(lb) and y.ndim > len(rc) + len(rb)  # else a vector product
+    # the plan may give an operand's own buffer (its last use): a product cannot write there
+    mine = out.untyped_storage().data_ptr()
+    shared = out.numel() and mine in (x.untyped_storage().data_ptr(), y.untyped_storage().data_ptr())
+    if shared or not (matrices and out.is_contiguous() and _native_matmul(x)):
+        return run_sized(small, _dot_general, x, y, contracting_dims=contracting_dims,
+                         batch_dims=batch_dims)
+    a = x.permute(a_perm).reshape(a_shape)
+    b = y.permute(b_perm).reshape(b_shape)
+    run_sized(small, torch.matmul, a, b, out=out.view(mn))
+    return out
 
 
 def _conv_general(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
