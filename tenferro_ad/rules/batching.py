@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tenferro_core import catalog
 from tenferro_core.avals import Aval
 from tenferro_core.dtypes import DEFAULT_INDEX, bool_
@@ -97,10 +99,13 @@ def _window_indices(x_shape: tuple, starts: list, sdims: list, sizes: tuple, siz
     shape = (size,) + tuple(sizes)
     cols = [lax.iota(dtype=dtype, shape=shape + (1,), dimension=0, device=device)]
     for ax, (s, d, k) in enumerate(zip(starts, sdims, sizes)):
-        s = lax.convert(to_front(s, d, size), new_dtype=dtype)  # (size,)
-        hi = lax.full(shape=(size,), fill_value=x_shape[ax] - k, dtype=dtype, device=device)
-        lo = lax.full(shape=(size,), fill_value=0, dtype=dtype, device=device)
-        s = lax.clamp(lo, s, hi)
+        # clamped in the start's own dtype, then widened: a uint64 start of 2**64 - 1 would
+        # wrap to -1 in int64 and clamp to 0 instead of the last window
+        s = to_front(s, d, size)  # (size,)
+        top = min(x_shape[ax] - k, int(np.iinfo(s.dtype.numpy).max))
+        hi = lax.full(shape=(size,), fill_value=top, dtype=s.dtype, device=device)
+        lo = lax.full(shape=(size,), fill_value=0, dtype=s.dtype, device=device)
+        s = lax.convert(lax.clamp(lo, s, hi), new_dtype=dtype)
         s = lax.broadcast_in_dim(s, shape=shape + (1,), broadcast_dimensions=(0,))
         off = lax.iota(dtype=dtype, shape=shape + (1,), dimension=ax + 1, device=device)
         cols.append(lax.add(s, off))

@@ -171,3 +171,24 @@ def test_scatter_add_of_whole_operand_rows_adds_them_in_order_batched_or_not(dev
     got = host_of(vmap(f)(xp.asarray(upd, device=device)))
     want = np.stack([host_of(f(xp.asarray(u, device=device))) for u in upd])
     np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("start", [np.iinfo(np.uint64).max, np.iinfo(np.uint64).max // 2 + 1])
+def test_batched_starts_are_clamped_in_their_own_dtype(device, start):
+    """An unbatched uint64 start of 2**64 - 1 next to a batched one (found by the search
+    above): it wrapped to -1 in int64 and clamped to 0, where eager clamps it to the last
+    window."""
+    from tenferro_runtime import array_api as xp
+    from tenferro_runtime import lax
+
+    dev = resolve_device(device)
+    x = to_device(np.zeros((2, 2), np.bool_), dev)
+    update = to_device(np.ones((1, 1), np.bool_), dev)
+    first = to_device(np.asarray(start, np.uint64), dev)
+    seconds = to_device(np.array([0, 1, 5], np.int8), dev)
+    got = host_of(vmap(lambda j: lax.dynamic_update_slice(x, update, first, j))(seconds))
+    want = np.stack([host_of(lax.dynamic_update_slice(x, update, first, xp.asarray(j, device=device)))
+                     for j in seconds])
+    np.testing.assert_array_equal(got, want)
+    assert want[:, 1].any() and not want[:, 0].any()  # the last row: the start clamped to 1
