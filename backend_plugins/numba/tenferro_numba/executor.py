@@ -61,6 +61,18 @@ _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}  # "numba": the module, or None where it is not importable
 
 
+TORCH_MANY_NODES = 64
+"""On torch:cpu a group of this many nodes or more is generated from `TORCH_MANY_MIN_ELEMENTS`
+up: each node is a torch call of ~10 us on small tensors, so a dropout mask's threefry
+rounds (146 int32 nodes over 4096 counters) and the Adam update of a small model's
+parameters (131 nodes over 159k elements) cost 1-1.5 ms a step each as torch calls."""
+TORCH_MANY_MIN_ELEMENTS = 1 << 13
+"""...counted over its results. Generating a group costs ~0.5-1 s the first time on a machine
+(cached on disk after): below this size the groups are a small model's or a test's (the
+compile and torch suites generated 8 more groups at 1024, 34 s more on two cores), whose
+programs run too few steps to repay it."""
+
+
 def worth_generating(node: Any, device: Any = None) -> bool:
     """Whether a `fused` node is large enough for a generated loop (on `device`), or a
     batched outer product on numpy:cpu (outer.py) of `MIN_ELEMENTS` or more."""
@@ -74,6 +86,8 @@ def worth_generating(node: Any, device: Any = None) -> bool:
     elements = sum(v.aval.size for v in node.outputs)
     torch = device is not None and device.name == "torch:cpu"
     least, work = (TORCH_MIN_ELEMENTS, TORCH_MIN_WORK) if torch else (MIN_ELEMENTS, MIN_WORK)
+    if torch and elements >= TORCH_MANY_MIN_ELEMENTS and len(node.params["graph"].nodes) >= TORCH_MANY_NODES:
+        return True
     return elements >= least and elements * len(node.params["graph"].nodes) >= work
 
 
@@ -274,5 +288,6 @@ def load(text: str, name: str) -> Any:
         return fn
 
 
-__all__ = ["MIN_ELEMENTS", "MIN_WORK", "TORCH_MIN_ELEMENTS", "TORCH_MIN_WORK", "cache_dir",
+__all__ = ["MIN_ELEMENTS", "MIN_WORK", "TORCH_MIN_ELEMENTS", "TORCH_MIN_WORK",
+           "TORCH_MANY_MIN_ELEMENTS", "TORCH_MANY_NODES", "cache_dir",
            "compile_graph", "group_kernel", "load", "worth_generating"]

@@ -126,6 +126,28 @@ def test_torch_cpu_runs_large_groups_generated_on_its_tensors():
     assert _kind(compile(lambda p, g: p - 1e-3 * g), *args[:2]) == "plan"
 
 
+def rounds(x, k):
+    """Threefry-like integer rounds: 72 nodes of adds, shifts and xors."""
+    for r in range(24):
+        x = (x + k) ^ ((x << (r % 7 + 1)) | (x >> (31 - r % 7)))
+    return x
+
+
+def test_torch_cpu_generates_long_groups_over_a_few_thousand_elements():
+    """On torch:cpu each node is a torch call of ~10 us: a group of TORCH_MANY_NODES nodes or
+    more over TORCH_MANY_MIN_ELEMENTS elements is generated, with the plan's bits; a smaller
+    one keeps torch's kernels."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    k = xp.asarray(np.int32(0x1BD11BDA), device="torch:cpu")
+    big = xp.asarray(rng.integers(-2**31, 2**31, (64, 128), dtype=np.int32), device="torch:cpu")
+    assert _kind(compile(rounds), big, k) == "numba"
+    got, want = compile(rounds)(big, k), compile(rounds, backend="plan")(big, k)
+    assert got.numpy().tobytes() == want.numpy().tobytes()
+    small = xp.asarray(rng.integers(-2**31, 2**31, (16, 16), dtype=np.int32), device="torch:cpu")
+    assert _kind(compile(rounds), small, k) == "plan"
+
+
 def test_the_executor_declines_other_devices_and_missing_numba(monkeypatch):
     from tenferro_runtime.runtime import default_runtime
 
