@@ -78,10 +78,7 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
             if form_params:
                 glb[f"q{k}"] = form_params
                 extra = [f"**q{k}"]
-            plain_args = list(args)
-            for key, value in (params or {}).items():
-                glb[f"p{k}_{key}"] = value
-                plain_args.append(f"{key}=p{k}_{key}")
+            plain_args = args + _keywords(glb, k, params)
             call = f"o{k}({', '.join(args + [f's{dead}'] + extra)})"
             if donated:  # the caller's buffer, if nothing but this run holds it
                 glb["_donatable"], glb["_count"] = device.backend.donatable, sys.getrefcount
@@ -106,9 +103,7 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
         elif quiet is not None and getattr(kernel, "in_quiet", None) is not None:
             glb[f"f{k}"], params = kernel.in_quiet, None  # the scope is the loop's
             quiet.setdefault("scope", kernel.quiet_scope)
-        for key, value in (params or {}).items():
-            glb[f"p{k}_{key}"] = value
-            args.append(f"{key}=p{k}_{key}")
+        args += _keywords(glb, k, params)
         for o in outs:
             names[o] = f"s{o}"
         target = ", ".join(f"s{o}" for o in outs) + ("," if multiple and len(outs) == 1 else "") or "_"
@@ -123,6 +118,15 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
         if dead:
             body.append(f"{pad}del {', '.join(dead)}")
     return glb, names, body
+
+
+def _keywords(glb: dict, k: int, params: dict | None) -> list[str]:
+    """Step `k`'s params as keyword arguments of its call, each value a global of the code."""
+    words = []
+    for key, value in (params or {}).items():
+        glb[f"p{k}_{key}"] = value
+        words.append(f"{key}=p{k}_{key}")
+    return words
 
 
 def generate(steps: list, template: list, n_inputs: int, out_slots: list, device: Any,

@@ -22,7 +22,7 @@ from tenferro_runtime.graph_prims import GroupKernels
 from tenferro_runtime.scalar_groups import scalar_group
 
 from .ops import elementwise
-from .ops.common import on_cpu
+from .ops.common import on_cpu, storage_address
 from .threads import run_sized, small_group
 from .thresholds import threshold_pattern
 
@@ -202,10 +202,6 @@ specialized = _GROUPS.specialized
 generated_source = _GROUPS.source
 
 
-def _storage(buf: Any) -> int:
-    return buf.untyped_storage().data_ptr() if buf.numel() else -1
-
-
 def fused_out(*args: Any, graph: Any) -> tuple:
     """The out form of the `fused` kernel (Backend.out_kernel): a one-output group's result
     written into `out` (the last argument, a dead buffer the plan gives: one of the inputs
@@ -215,8 +211,8 @@ def fused_out(*args: Any, graph: Any) -> tuple:
     *bufs, out = args
     mode = next((i for i, b in enumerate(bufs) if b is out), -1)
     if mode >= 0:
-        mine = _storage(out)
-        if mine != -1 and any(_storage(b) == mine for j, b in enumerate(bufs) if j != mode):
+        mine = storage_address(out)
+        if mine != -1 and any(storage_address(b) == mine for j, b in enumerate(bufs) if j != mode):
             mode = None
     run, _, small = _out_code(graph, mode)
     if run is None:  # the plain kernel, on the threads `sized` gives it
@@ -239,8 +235,8 @@ def _out_code(graph: Any, mode: int | None) -> tuple:
 def _fresh(results: tuple, bufs: list) -> tuple:
     """`results` with any that shares an input's memory copied (an out form's results are
     the plan's own buffers)."""
-    inputs = {_storage(b) for b in bufs} - {-1}
-    return tuple(torch.clone(r) if _storage(r) in inputs else r for r in results)
+    inputs = {storage_address(b) for b in bufs} - {-1}
+    return tuple(torch.clone(r) if storage_address(r) in inputs else r for r in results)
 
 
 def out_source(graph: Any, mode: int) -> str:

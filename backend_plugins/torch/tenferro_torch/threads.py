@@ -75,18 +75,8 @@ def sized(kernel: Any, name: str, in_avals: tuple, out_avals: tuple, params: dic
     CPU (a BLAS product, a VML function, a fused group holding one), else `kernel` itself."""
     if not on_cpu((in_avals or out_avals)[0]) or not _small(name, in_avals, out_avals, params):
         return kernel
-    torch = sys.modules["torch"]
-    get, set_ = torch.get_num_threads, torch.set_num_threads
-
     def one_thread(*args: Any, **kwargs: Any) -> Any:
-        n = get()
-        if n == 1:
-            return kernel(*args, **kwargs)
-        set_(1)
-        try:
-            return kernel(*args, **kwargs)
-        finally:
-            set_(n)
+        return run_sized(True, kernel, *args, **kwargs)
 
     one_thread.__name__ = f"{getattr(kernel, '__name__', name)}_one_thread"
     one_thread.one_thread_of = kernel  # a fused group takes the kernel itself (fusion.py)

@@ -82,14 +82,16 @@ def threshold_pattern(node: Any, producer: dict, consts: dict) -> tuple | None:
 
 
 def _on_torch(node: Any) -> bool:
-    vs = node.inputs + node.outputs
-    dev = vs[0].aval.device if vs else None
-    return dev is not None and getattr(dev.backend, "name", None) == "torch" and \
-        all(v.aval.device is dev for v in vs)
+    from tenferro_runtime.passes.fusion import node_device
+
+    dev = node_device(node)
+    return dev is not None and getattr(dev.backend, "name", None) == "torch"
 
 
 def _fusible(node: Any) -> bool:
-    return node.prim.category in ("elementwise", "broadcast") and not node.prim.effects
+    from tenferro_runtime.passes.fusion import FUSIBLE
+
+    return node.prim.category in FUSIBLE and not node.prim.effects
 
 
 def recompute_masks(graph: Any) -> Any:

@@ -20,6 +20,12 @@ FROM_TORCH: dict[torch.dtype, D.DType] = {v: k for k, v in TO_TORCH.items()}
 KIND: dict[torch.dtype, str] = {v: k.kind for k, v in TO_TORCH.items()}
 
 
+def storage_address(buf: Any) -> int:
+    """The address of the memory `buf`'s storage holds, -1 for an empty tensor: tensors that
+    share memory share it (views, reshapes), whatever their offsets."""
+    return buf.untyped_storage().data_ptr() if buf.numel() else -1
+
+
 def on_cpu(aval: Any) -> bool:
     """Whether `aval` is on a torch CPU device (or on none: a bare shape rule's)."""
     device = getattr(aval, "device", None)

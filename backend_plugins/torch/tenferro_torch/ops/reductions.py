@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .common import TO_TORCH, by_kind, on_cpu
+from .common import TO_TORCH, by_kind, on_cpu, storage_address
 from .structural import pad
 
 
@@ -108,20 +108,12 @@ def dot_kernel(in_avals: tuple, params: dict):
     ls, rs = lhs.shape, rhs.shape
     if not lb and lc == (len(ls) - 1,) and rc == (0,) and len(ls) in (1, 2) and len(rs) in (1, 2):
         return _matmul
-    lf = [i for i in range(len(ls)) if i not in lc and i not in lb]
-    rf = [i for i in range(len(rs)) if i not in rc and i not in rb]
-    bshape = [ls[i] for i in lb]
-    m, n = [ls[i] for i in lf], [rs[i] for i in rf]
-    k = math.prod([ls[i] for i in lc])
-    lead = [math.prod(bshape)] if lb else []
-    a_perm, b_perm = list(lb) + lf + list(lc), list(rb) + list(rc) + rf
-    a_shape = tuple(lead + [math.prod(m), k])
-    b_shape = tuple(lead + [k, math.prod(n)])
-    out_shape = tuple(bshape + m + n)
+    a_perm, a_shape, b_perm, b_shape, mn, out_shape = _dot_layout(
+        tuple(ls), tuple(rs), (lc, rc), (lb, rb))
     a_id, b_id = a_perm == list(range(len(ls))), b_perm == list(range(len(rs)))
     a_same = tuple(ls[i] for i in a_perm) == a_shape
     b_same = tuple(rs[i] for i in b_perm) == b_shape
-    out_same = tuple(lead + [math.prod(m), math.prod(n)]) == out_shape
+    out_same = mn == out_shape
 
     def kernel(x, y, **_):
         a = x if a_id else x.permute(a_perm)
@@ -139,15 +131,17 @@ def _matmul(x, y, **_):
 @functools.lru_cache(maxsize=1024)
 def _dot_layout(ls: tuple, rs: tuple, contracting_dims: tuple, batch_dims: tuple) -> tuple:
     """(lhs permutation, its matrix shape, rhs permutation, its matrix shape, the product's
-    shape before the result's) of `dot_kernel`, for the out form."""
+    shape, the result's shape) of a dot_general: `dot_kernel`'s index work and its out
+    form's."""
     (lc, rc), (lb, rb) = contracting_dims, batch_dims
     lf = [i for i in range(len(ls)) if i not in lc and i not in lb]
     rf = [i for i in range(len(rs)) if i not in rc and i not in rb]
     lead = [math.prod(ls[i] for i in lb)] if lb else []
     m, n = math.prod(ls[i] for i in lf), math.prod(rs[i] for i in rf)
     k = math.prod(ls[i] for i in lc)
+    out_shape = tuple([ls[i] for i in lb] + [ls[i] for i in lf] + [rs[i] for i in rf])
     return (list(lb) + lf + list(lc), tuple(lead + [m, k]), list(rb) + list(rc) + rf,
-            tuple(lead + [k, n]), tuple(lead + [m, n]))
+            tuple(lead + [k, n]), tuple(lead + [m, n]), out_shape)
 
 
 def dot_out(x, y, out, *, contracting_dims, batch_dims):
@@ -159,14 +153,13 @@ def dot_out(x, y, out, *, contracting_dims, batch_dims):
     from ..threads import run_sized, small_product
 
     (lc, rc), (lb, rb) = contracting_dims, batch_dims
-    a_perm, a_shape, b_perm, b_shape, mn = _dot_layout(
+    a_perm, a_shape, b_perm, b_shape, mn, _ = _dot_layout(
         tuple(x.shape), tuple(y.shape), contracting_dims, batch_dims)
     small = out.device.type == "cpu" and small_product(math.prod(a_shape) * b_shape[-1],
                                                        x.nbytes + y.nbytes)
     matrices = x.ndim > len(lc) + len(lb) and y.ndim > len(rc) + len(rb)  # else a vector product
     # the plan may give an operand's own buffer (its last use): a product cannot write there
-    mine = out.untyped_storage().data_ptr()
-    shared = out.numel() and mine in (x.untyped_storage().data_ptr(), y.untyped_storage().data_ptr())
+    shared = out.numel() and storage_address(out) in (storage_address(x), storage_address(y))
     if shared or not (matrices and out.is_contiguous() and _native_matmul(x)):
         return run_sized(small, _dot_general, x, y, contracting_dims=contracting_dims,
                          batch_dims=batch_dims)
