@@ -21,6 +21,7 @@ from .checks import choice, integer, number
 from .functional import log_softmax
 from .functional._util import check_floating, check_tensor
 from .module import Module
+from .ops import hits, native, nll_decomposition, nll_p
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -59,7 +60,9 @@ def _class_dim(fn: str, x: Tensor) -> int:
     return 0 if x.ndim == 1 else 1
 
 
-def _check_indices(fn: str, target: Tensor, logits: Tensor, cdim: int, ignore_index: int) -> None:
+def _check_indices(fn: str, target: Tensor, logits: Tensor, cdim: int, ignore_index: int) -> bool:
+    """Checks the target's shape, dtype and, when concrete, its range; True when it is concrete
+    and every entry is a class (none is `ignore_index`)."""
     want = logits.shape[:cdim] + logits.shape[cdim + 1:]
     if target.shape != want:
         raise ShapeError(
@@ -68,14 +71,19 @@ def _check_indices(fn: str, target: Tensor, logits: Tensor, cdim: int, ignore_in
     if target.dtype.kind not in "iu":
         raise DTypeError(f"{fn}: a target of class indices must be an integer tensor, got "
                          f"{target.dtype}")
-    if type(target) is Tensor and target.size:  # concrete: check the range
-        c = logits.shape[cdim]
-        bad = xp.logical_and(target != ignore_index, xp.logical_or(target < 0, target >= c))
-        if bool(xp.any(bad)):
-            first = int(xp.reshape(target, (-1,))[int(xp.argmax(xp.reshape(bad, (-1,))))])
-            raise TenferroIndexError(
-                f"{fn}: target class {first} is out of bounds for {c} classes; expected indices "
-                f"in [0, {c}) or ignore_index={ignore_index}")
+    if type(target) is not Tensor or not target.size:
+        return False
+    c = logits.shape[cdim]
+    lo, hi = int(xp.min(target)), int(xp.max(target))
+    if 0 <= lo and hi < c and not lo <= ignore_index <= hi:  # the common case: two reductions
+        return True
+    bad = xp.logical_and(target != ignore_index, xp.logical_or(target < 0, target >= c))
+    if bool(xp.any(bad)):
+        first = int(xp.reshape(target, (-1,))[int(xp.argmax(xp.reshape(bad, (-1,))))])
+        raise TenferroIndexError(
+            f"{fn}: target class {first} is out of bounds for {c} classes; expected indices "
+            f"in [0, {c}) or ignore_index={ignore_index}")
+    return False
 
 
 # ---- building blocks ------------------------------------------------------------------------
@@ -91,16 +99,14 @@ def _reduce(loss: Tensor, reduction: str, denom: Any = None) -> Tensor:
 def _nll_parts(logp: Tensor, target: Tensor, w: Tensor | None, ignore_index: int,
                cdim: int) -> tuple[Tensor, Tensor, Tensor]:
     """(-w[y] logp[y] per element, w[y] per element (0 where ignored), not-ignored mask)."""
-    c = logp.shape[cdim]
     valid = target != ignore_index
-    classes = xp.reshape(xp.arange(c, dtype=target.dtype, device=target.device),
-                         (c,) + (1,) * (logp.ndim - cdim - 1))
-    hit = xp.logical_and(xp.expand_dims(target, axis=cdim) == classes,
-                         xp.expand_dims(valid, axis=cdim))
-    picked = xp.sum(xp.where(hit, logp, 0.0), axis=cdim)
     if w is None:
-        wy = xp.astype(valid, logp.dtype)
-        return -picked, wy, valid
+        loss = (nll_p.bind(logp, target, axis=cdim, ignore_index=ignore_index)
+                if native(nll_p, logp) else nll_decomposition(logp, target, axis=cdim,
+                                                              ignore_index=ignore_index))
+        return loss, xp.astype(valid, logp.dtype), valid
+    hit = hits(target, logp.shape[cdim], cdim, ignore_index)
+    picked = xp.sum(xp.where(hit, logp, 0.0), axis=cdim)
     wy = xp.sum(xp.where(hit, w, 0.0), axis=cdim)
     return -(wy * picked), wy, valid
 
@@ -115,8 +121,10 @@ def nll_loss(input: Tensor, target: Tensor, *, weight: Tensor | None = None, ign
     logp = check_floating(fn, input, "input")
     cdim = _class_dim(fn, logp)
     target = check_tensor(fn, target, "target")
-    _check_indices(fn, target, logp, cdim, ignore_index)
+    every = _check_indices(fn, target, logp, cdim, ignore_index)
     w = _class_weight(fn, weight, logp, cdim)
+    if every and w is None and native(nll_p, logp):
+        return _reduce(nll_p.bind(logp, target, axis=cdim, ignore_index=ignore_index), reduction)
     loss, wy, _ = _nll_parts(logp, target, w, ignore_index, cdim)
     return _reduce(loss, reduction, xp.sum(wy))
 
@@ -136,9 +144,11 @@ def cross_entropy(input: Tensor, target: Tensor, *, weight: Tensor | None = None
     c = logits.shape[cdim]
     if target.shape == logits.shape:
         return _cross_entropy_probs(fn, logits, target, weight, reduction, eps, cdim)
-    _check_indices(fn, target, logits, cdim, ignore_index)
+    every = _check_indices(fn, target, logits, cdim, ignore_index)
     w = _class_weight(fn, weight, logits, cdim)
     logp = log_softmax(logits, cdim)
+    if every and w is None and eps == 0.0 and native(nll_p, logp):  # one op, mean over all
+        return _reduce(nll_p.bind(logp, target, axis=cdim, ignore_index=ignore_index), reduction)
     loss, wy, valid = _nll_parts(logp, target, w, ignore_index, cdim)
     denom = xp.sum(wy)
     nll = _reduce(loss, reduction, denom)

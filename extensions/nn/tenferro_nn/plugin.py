@@ -1,7 +1,7 @@
 """Entry point of tenferro-nn. Its layers, losses and optimizers are compositions of core
-primitives (traced, differentiated and compiled like user code), so it registers no ops or
-kernels; the entry point makes the distribution visible to `python -m tenferro_runtime
-plugins` and to the allow/block lists like every other plugin."""
+primitives (traced, differentiated and compiled like user code); three of those
+compositions (relu, log_softmax, the class-index negative log-likelihood) are also ops with
+torch kernels, which eager calls on torch devices run in one call (`tenferro_nn.ops`)."""
 
 from __future__ import annotations
 
@@ -11,3 +11,13 @@ from tenferro_core.plugins import hookimpl
 @hookimpl
 def tenferro_register(registry) -> None:
     import tenferro_nn  # noqa: F401  (importing it registers the module classes as pytrees)
+
+    from . import _torch_kernels, ops
+
+    for op in ops.OPS:
+        registry.add_op(op)
+        registry.add_rule("jvp", op, ops.JVP[op])
+        registry.add_rule("batch", op, ops.BATCH[op])
+        registry.add_rule("cost", op, ops.COST[op])
+    for op, fn in _torch_kernels.kernels().items():
+        registry.add_kernel("torch", op, fn)

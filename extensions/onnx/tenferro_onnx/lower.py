@@ -45,6 +45,9 @@ docs/onnx.md; the coverage test checks each raises)."""
 CANNOT_EXPORT_FAMILIES: dict[str, str] = {
     "tenferro_distributed": "a collective across processes has no ONNX counterpart (an ONNX model runs in "
                             "one process); export the per-process function",
+    "tenferro_nn": "tenferro_nn's ops are bound by eager calls only (traced functions, which export "
+                   "traces, get their decomposition into core primitives); export the function, not "
+                   "a graph built from eager records",
 }
 """Op families (the id's package) none of whose ops export, with the reason."""
 

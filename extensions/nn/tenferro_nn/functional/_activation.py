@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tenferro_ad import custom_jvp, stop_gradient
+from tenferro_ad import custom_jvp
 from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError
 from tenferro_runtime import array_api as xp
@@ -16,6 +16,7 @@ from tenferro_runtime.random._math import ERF_COEFFICIENTS
 from tenferro_runtime.tensor import Tensor
 
 from ..checks import choice, flag, probability
+from ..ops import log_softmax_p, native, relu_decomposition, relu_p, shifted
 from ._util import check_floating, check_tensor, normalize_dim
 
 # Cephes ndtr.c: erf(x) = x T(x^2) / U(x^2) on |x| <= 1 (U monic), erfc(a) = exp(-a^2) P(a) / Q(a)
@@ -66,7 +67,9 @@ def erf(x: Tensor) -> Tensor:
 def relu(x: Tensor) -> Tensor:
     """max(x, 0), with derivative 0 at 0 and NaN kept (as PyTorch)."""
     check_tensor("relu", x)
-    return xp.where(x <= 0, 0, x)  # a scalar zero: a broadcast view, no zeros array per call
+    if x.dtype.kind == "f" and native(relu_p, x):
+        return relu_p.bind(x)
+    return relu_decomposition(x)
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
@@ -102,9 +105,7 @@ def _shifted(name: str, x: Tensor, dim: int) -> tuple[Tensor, int]:
     axis = normalize_dim(name, dim, x.ndim)
     if x.shape and x.shape[axis] == 0:
         return x, axis
-    m = stop_gradient(xp.max(x, axis=axis, keepdims=True))
-    m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))
-    return x - m, axis
+    return shifted(x, axis), axis
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
@@ -117,6 +118,10 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
 
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     """x - logsumexp(x) along `dim`, stable for any magnitude."""
+    check_floating("log_softmax", x)
+    axis = normalize_dim("log_softmax", dim, x.ndim)
+    if x.ndim and native(log_softmax_p, x):
+        return log_softmax_p.bind(x, axis=axis)
     s, axis = _shifted("log_softmax", x, dim)
     return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
 

@@ -1,0 +1,216 @@
+"""tenferro-nn's ops (relu, log_softmax, nll): the torch kernels against NumPy/SciPy on
+generated shapes (0-size, 1-size, 0-d targets), every float dtype and non-contiguous
+operands; special values as PyTorch gives them on both devices; jvp rules against finite
+differences to second order; batch rules; and which calls bind the ops (eager calls on a
+device with a kernel) and which get the composition (traced code, numpy)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.special
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import tenferro_nn as nn
+import tenferro_nn.functional as F
+from tenferro_ad import GradientTape
+from tenferro_ad.testing import check_grads, check_vmap
+from tenferro_core import dtypes as D
+from tenferro_core.errors import DTypeError, ShapeError
+from tenferro_nn.functional._activation import safe_softmax
+from tenferro_nn.ops import COST, log_softmax_p, nll_p, relu_p
+from tenferro_runtime import array_api as xp
+from tenferro_runtime import compile, default_runtime
+from tenferro_runtime.graph import trace
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+TOL = {"float16": 2e-3, "bfloat16": 2e-2, "float32": 2e-6, "float64": 1e-13}
+
+
+def _dtypes(device: str) -> list[str]:
+    have = {d.name for d in default_runtime().device(device).dtypes}
+    return [d for d in FLOATS if d in have]
+
+
+def _host(t) -> np.ndarray:
+    return np.asarray(xp.astype(t, D.float64).numpy()) if t.dtype.name == "bfloat16" else t.numpy()
+
+
+def _tensor(a: np.ndarray, dtype: str, transpose: bool):
+    """`a` in `dtype` on the default device; with `transpose`, a transposed (non-contiguous)
+    view of the transposed values, so the values are `a`'s."""
+    if transpose and a.ndim >= 2:
+        t = xp.asarray(np.ascontiguousarray(np.swapaxes(a, 0, 1)))
+        t = xp.permute_dims(t, (1, 0) + tuple(range(2, a.ndim)))
+    else:
+        t = xp.asarray(a)
+    return xp.astype(t, getattr(D, dtype))
+
+
+shapes = st.lists(st.integers(0, 5), min_size=1, max_size=3).map(tuple)
+
+
+@given(shape=shapes, data=st.data(), transpose=st.booleans())
+@example(shape=(0,), data=None, transpose=False)
+def test_relu_gives_the_compositions_bits(backend_device, shape, data, transpose):
+    dtype = data.draw(st.sampled_from(_dtypes(backend_device))) if data else "float32"
+    a = np.random.default_rng(len(shape)).normal(size=shape)
+    a.flat[: min(a.size, 3)] = [-0.0, np.nan, 0.0][: min(a.size, 3)]
+    x = _tensor(a, dtype, transpose)
+    got, want = relu_p.bind(x), xp.where(x <= 0, 0, x)
+    assert got.dtype is x.dtype and got.shape == x.shape
+    np.testing.assert_array_equal(np.signbit(_host(got)), np.signbit(_host(want)))
+    np.testing.assert_array_equal(_host(got), _host(want))
+
+
+@given(shape=shapes, data=st.data(), transpose=st.booleans())
+@example(shape=(3, 0), data=None, transpose=False)
+@example(shape=(1,), data=None, transpose=False)
+def test_log_softmax_matches_scipy(backend_device, shape, data, transpose):
+    dtype = data.draw(st.sampled_from(_dtypes(backend_device))) if data else "float32"
+    axis = data.draw(st.integers(0, len(shape) - 1)) if data else len(shape) - 1
+    a = np.random.default_rng(sum(shape)).normal(scale=4.0, size=shape)
+    x = _tensor(a, dtype, transpose)
+    got = log_softmax_p.bind(x, axis=axis)
+    assert got.dtype is x.dtype and got.shape == x.shape
+    xv = _host(x).astype(np.float64)
+    want = scipy.special.log_softmax(xv, axis=axis) if xv.size else xv
+    np.testing.assert_allclose(_host(got), want, rtol=TOL[dtype], atol=TOL[dtype] * 10)
+
+
+@given(shape=st.lists(st.integers(0, 4), min_size=1, max_size=3).map(tuple), data=st.data(),
+       transpose=st.booleans())
+@example(shape=(4,), data=None, transpose=False)
+@example(shape=(0, 3), data=None, transpose=False)
+def test_nll_matches_numpy(backend_device, shape, data, transpose):
+    dtype = data.draw(st.sampled_from(_dtypes(backend_device))) if data else "float32"
+    axis = data.draw(st.integers(0, len(shape) - 1)) if data else 0
+    tdtype = data.draw(st.sampled_from(["int64", "int32", "uint8"])) if data else "int64"
+    rng = np.random.default_rng(sum(shape) + axis)
+    c = shape[axis]
+    rest = shape[:axis] + shape[axis + 1:]
+    a = rng.normal(size=shape)
+    tgt = rng.integers(0, max(c, 1), size=rest)
+    ignore = -100 if tdtype != "uint8" else 255
+    if c == 0:
+        tgt = np.full(rest, ignore)
+    elif tgt.size:
+        tgt.flat[0] = ignore
+    x = _tensor(a, dtype, transpose)
+    target = xp.asarray(tgt.astype(tdtype))
+    got = nll_p.bind(x, target, axis=axis, ignore_index=ignore)
+    assert got.dtype is x.dtype and got.shape == rest
+    xv = _host(x).astype(np.float64)
+    safe = np.where(tgt == ignore, 0, tgt)
+    picked = np.take_along_axis(xv, np.expand_dims(safe, axis), axis=axis).squeeze(axis) if c else \
+        np.zeros(rest)
+    want = np.where(tgt == ignore, 0.0, -picked)
+    np.testing.assert_allclose(_host(got), want, rtol=TOL[dtype], atol=TOL[dtype])
+
+
+def test_special_values_are_pytorchs_on_every_device(backend_device):
+    """Rows with +inf or NaN give NaN rows and rows of -inf give NaN (torch's log_softmax and
+    softmax, and JAX's); before, a +inf row gave [nan, -inf, -inf] on both devices."""
+    rows = np.array([[np.inf, 1.0, 2.0], [-np.inf] * 3, [np.nan, 0.0, 1.0], [1.0, -np.inf, 0.0]])
+    x = xp.asarray(rows)
+    want = torch.log_softmax(torch.from_numpy(rows), 1).numpy()
+    np.testing.assert_allclose(F.log_softmax(x, 1).numpy(), want, rtol=1e-15)
+    np.testing.assert_allclose(log_softmax_p.bind(x, axis=1).numpy(), want, rtol=1e-15)
+    np.testing.assert_allclose(F.softmax(x, 1).numpy(), torch.softmax(torch.from_numpy(rows), 1).numpy(),
+                               rtol=1e-15)
+    safe = safe_softmax(x, 1).numpy()
+    np.testing.assert_array_equal(safe[1], [0.0, 0.0, 0.0])
+    assert np.isnan(safe[0]).all()
+    r = F.relu(xp.asarray(np.array([-0.0, np.nan, -np.inf, 3.0]))).numpy()
+    np.testing.assert_array_equal(r, [0.0, np.nan, 0.0, 3.0])
+    assert not np.signbit(r[0])
+
+
+def _rand(*shape, seed=0):
+    return xp.asarray(np.random.default_rng(seed).normal(size=shape))
+
+
+def test_jvp_rules_match_finite_differences_to_second_order(backend_device):
+    x = _rand(3, 4)
+    x = xp.where(xp.abs(x) < 0.1, x + 0.5, x)  # away from relu's kink
+    check_grads(relu_p.bind, (x,), order=2, atol=1e-6, rtol=1e-5)
+    for axis in (0, 1):
+        check_grads(lambda z, a=axis: log_softmax_p.bind(z, axis=a), (x,), order=2, atol=1e-6, rtol=1e-5)
+    target = xp.asarray(np.array([3, -100, 0]))
+    check_grads(lambda z: nll_p.bind(z, target, axis=1, ignore_index=-100), (x,), order=2, atol=1e-6,
+                rtol=1e-5)
+    check_grads(lambda z: nll_p.bind(log_softmax_p.bind(z, axis=1), target, axis=1, ignore_index=-100),
+                (x,), order=2, atol=1e-6, rtol=1e-5)
+
+
+def test_batch_rules(backend_device):
+    xs = [_rand(3, 4, seed=s) for s in range(3)]
+    ts = [xp.asarray(np.array([1, 3, -100]) if s else np.array([0, 0, 2])) for s in range(3)]
+    check_vmap(relu_p.bind, [(x,) for x in xs], (0,))
+    check_vmap(relu_p.bind, [(x,) for x in xs], (1,))
+    for axis in (0, 1):
+        for in_axis in (0, 1, 2):
+            check_vmap(lambda z, a=axis: log_softmax_p.bind(z, axis=a), [(x,) for x in xs], (in_axis,))
+    f = lambda z, t: nll_p.bind(z, t, axis=1, ignore_index=-100)  # noqa: E731
+    for in_axes in ((0, 0), (1, 0), (None, 0)):
+        check_vmap(f, list(zip(xs if in_axes[0] is not None else xs[:1] * 3, ts)), in_axes)
+    check_vmap(f, [(x, ts[1]) for x in xs], (2, None))
+
+
+def _ops_recorded(fn, *args) -> set[str]:
+    tape = GradientTape()
+    with tape:
+        tape.watch(args[0])
+        fn(*args)
+    return {r[0].name for r in tape._records if r[0].name.startswith("tenferro_nn.")}
+
+
+def test_eager_calls_bind_the_ops_where_a_kernel_exists_and_traces_get_the_composition(backend_device):
+    logits = _rand(5, 4)
+    target = xp.asarray(np.array([0, 3, 1, 1, 2]))
+
+    def loss(z, t):
+        return nn.cross_entropy(F.log_softmax(F.relu(z), 1), t)
+
+    ops = {"tenferro_nn.relu.v1", "tenferro_nn.log_softmax.v1", "tenferro_nn.nll.v1"}
+    assert _ops_recorded(loss, logits, target) == (ops if backend_device.startswith("torch") else set())
+    graph = trace(loss, logits._aval, target._aval)
+    assert not [n for n in graph.nodes if n.prim.name.startswith("tenferro_nn.")]
+    eager, compiled = loss(logits, target), compile(loss)(logits, target)
+    np.testing.assert_allclose(eager.numpy(), compiled.numpy(), rtol=1e-12)
+
+
+def test_cross_entropy_with_ignored_targets_is_the_mean_over_the_rest(backend_device):
+    z = np.random.default_rng(3).normal(size=(6, 5))
+    t = np.array([0, -100, 4, 2, -100, 1])
+    want = torch.nn.functional.cross_entropy(torch.from_numpy(z), torch.from_numpy(t)).item()
+    assert math.isclose(float(nn.cross_entropy(xp.asarray(z), xp.asarray(t))), want, rel_tol=1e-12)
+    t[:] = -100
+    assert math.isnan(float(nn.cross_entropy(xp.asarray(z), xp.asarray(t))))
+
+
+def test_shape_rules_raise_typed_errors(backend_device):
+    x = _rand(3, 4)
+    with pytest.raises(DTypeError, match="real floating"):
+        relu_p.bind(xp.asarray(np.array([1, 2])))
+    with pytest.raises(ShapeError, match="axis 2 is out of range"):
+        log_softmax_p.bind(x, axis=2)
+    with pytest.raises(ShapeError, match=r"expected a target of shape \[3\]"):
+        nll_p.bind(x, xp.asarray(np.array([0, 1])), axis=1, ignore_index=-100)
+    with pytest.raises(DTypeError, match="integer class indices"):
+        nll_p.bind(x, xp.asarray(np.zeros(3)), axis=1, ignore_index=-100)
+
+
+def test_cost_rules_count_the_elements():
+    f32 = default_runtime().device("numpy:cpu")
+    from tenferro_core.avals import Aval
+
+    x = Aval((8, 10), D.float32, f32)
+    assert COST[relu_p]((x,), (x,)).flops == 80
+    assert COST[log_softmax_p]((x,), (x,), axis=1).flops > 80
+    c = COST[nll_p]((x, Aval((8,), D.int64, f32)), (Aval((8,), D.float32, f32),), axis=1, ignore_index=-100)
+    assert c.flops == 8 and c.bytes == 8 * 8 + 8 * 4 + 8 * 4
