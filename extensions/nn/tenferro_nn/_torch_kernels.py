@@ -3,7 +3,7 @@
 - relu is ``torch.threshold(x, 0, 0)`` (``x <= 0 ? 0 : x``), which keeps NaN and makes -0.0
   0.0 as the decomposition does (``torch.relu`` keeps -0.0).
 - nll is ``nll_loss(reduction="none")`` on the class axis moved to position 1 (torch's
-  layout), with the target as int64 (torch takes int64 or uint8 targets only).
+  layout), with the target as int64 (torch's (N, C, d1, ...) form takes no other dtype).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def nll(logp: Any, target: Any, *, axis: int, ignore_index: int) -> Any:
 
     if logp.ndim > 1 and axis != 1:
         logp = logp.movedim(axis, 1)
-    if target.dtype is not torch.int64 and target.dtype is not torch.uint8:
+    if target.dtype is not torch.int64:
         target = target.long()
     return torch.nn.functional.nll_loss(logp, target, reduction="none", ignore_index=ignore_index)
 

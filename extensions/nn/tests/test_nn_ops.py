@@ -112,6 +112,20 @@ def test_nll_matches_numpy(backend_device, shape, data, transpose):
     np.testing.assert_allclose(_host(got), want, rtol=TOL[dtype], atol=TOL[dtype])
 
 
+@pytest.mark.parametrize("shape", [(0, 0, 0), (2, 3, 2), (3, 4)])
+def test_nll_takes_every_integer_target_dtype(backend_device, shape):
+    """torch's nll_loss takes int64 targets only in its (N, C, d1, ...) form (hypothesis found
+    uint8 failing on a (0, 0, 0) input)."""
+    x = _rand(*shape)
+    want = None
+    for tdtype in ("int64", "int32", "uint8", "int16"):
+        t = xp.asarray(np.zeros(shape[:1] + shape[2:], dtype=tdtype))
+        got = nll_p.bind(x, t, axis=1, ignore_index=-100).numpy()
+        want = got if want is None else want
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(want, -np.take(x.numpy(), 0, axis=1))
+
+
 def test_special_values_are_pytorchs_on_every_device(backend_device):
     """Rows with +inf or NaN give NaN rows and rows of -inf give NaN (torch's log_softmax and
     softmax, and JAX's); before, a +inf row gave [nan, -inf, -inf] on both devices."""
