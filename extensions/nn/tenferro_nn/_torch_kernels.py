@@ -26,6 +26,8 @@ def log_softmax(x: Any, *, axis: int) -> Any:
 def nll(logp: Any, target: Any, *, axis: int, ignore_index: int) -> Any:
     import torch
 
+    if logp.numel() == 0:  # torch's nd form mis-sizes empty inputs: ([1, 0, 0, 0] vs [1, 1, 1])
+        return torch.zeros(target.shape, dtype=logp.dtype)
     if logp.ndim > 1 and axis != 1:
         logp = logp.movedim(axis, 1)
     if target.dtype is not torch.int64:

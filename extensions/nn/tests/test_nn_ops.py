@@ -112,18 +112,20 @@ def test_nll_matches_numpy(backend_device, shape, data, transpose):
     np.testing.assert_allclose(_host(got), want, rtol=TOL[dtype], atol=TOL[dtype])
 
 
-@pytest.mark.parametrize("shape", [(0, 0, 0), (2, 3, 2), (3, 4)])
+@pytest.mark.parametrize("shape", [(0, 0, 0), (2, 3, 2), (3, 4), (1, 0, 1), (0, 1, 1)])
 def test_nll_takes_every_integer_target_dtype(backend_device, shape):
     """torch's nll_loss takes int64 targets only in its (N, C, d1, ...) form (hypothesis found
-    uint8 failing on a (0, 0, 0) input)."""
+    uint8 failing on a (0, 0, 0) input) and mis-sizes empty inputs (a (0, 1, 1) one)."""
     x = _rand(*shape)
     want = None
     for tdtype in ("int64", "int32", "uint8", "int16"):
-        t = xp.asarray(np.zeros(shape[:1] + shape[2:], dtype=tdtype))
-        got = nll_p.bind(x, t, axis=1, ignore_index=-100).numpy()
+        t = xp.asarray(np.full(shape[:1] + shape[2:], 0 if shape[1] else 7, dtype=tdtype))
+        ignore = -100 if shape[1] else 7
+        got = nll_p.bind(x, t, axis=1, ignore_index=ignore).numpy()
         want = got if want is None else want
         np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(want, -np.take(x.numpy(), 0, axis=1))
+    expect = -np.take(x.numpy(), 0, axis=1) if shape[1] else np.zeros(shape[:1] + shape[2:])
+    np.testing.assert_array_equal(want, expect)
 
 
 def test_special_values_are_pytorchs_on_every_device(backend_device):
