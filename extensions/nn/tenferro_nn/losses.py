@@ -21,7 +21,7 @@ from .checks import choice, integer, number
 from .functional import log_softmax
 from .functional._util import check_floating, check_tensor
 from .module import Module
-from .ops import hits, native, nll_decomposition, nll_p
+from .ops import call, hits, nll_p
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -96,19 +96,20 @@ def _reduce(loss: Tensor, reduction: str, denom: Any = None) -> Tensor:
     return total / (loss.size if denom is None else denom)
 
 
-def _nll_parts(logp: Tensor, target: Tensor, w: Tensor | None, ignore_index: int,
-               cdim: int) -> tuple[Tensor, Tensor, Tensor]:
-    """(-w[y] logp[y] per element, w[y] per element (0 where ignored), not-ignored mask)."""
-    valid = target != ignore_index
+def _nll_parts(logp: Tensor, target: Tensor, w: Tensor | None, ignore_index: int, cdim: int,
+               every: bool) -> tuple[Tensor, Any, Tensor | None]:
+    """(-w[y] logp[y] per element, the mean's denominator (the sum of w[y], 0 where ignored;
+    None for the element count), the not-ignored mask (None: `every` target is a class))."""
     if w is None:
-        loss = (nll_p.bind(logp, target, axis=cdim, ignore_index=ignore_index)
-                if native(nll_p, logp) else nll_decomposition(logp, target, axis=cdim,
-                                                              ignore_index=ignore_index))
-        return loss, xp.astype(valid, logp.dtype), valid
+        loss = call(nll_p, logp, target, axis=cdim, ignore_index=ignore_index)
+        if every:
+            return loss, None, None
+        valid = target != ignore_index
+        return loss, xp.sum(xp.astype(valid, logp.dtype)), valid
     hit = hits(target, logp.shape[cdim], cdim, ignore_index)
     picked = xp.sum(xp.where(hit, logp, 0.0), axis=cdim)
     wy = xp.sum(xp.where(hit, w, 0.0), axis=cdim)
-    return -(wy * picked), wy, valid
+    return -(wy * picked), xp.sum(wy), target != ignore_index
 
 
 def nll_loss(input: Tensor, target: Tensor, *, weight: Tensor | None = None, ignore_index: int = -100,
@@ -123,10 +124,8 @@ def nll_loss(input: Tensor, target: Tensor, *, weight: Tensor | None = None, ign
     target = check_tensor(fn, target, "target")
     every = _check_indices(fn, target, logp, cdim, ignore_index)
     w = _class_weight(fn, weight, logp, cdim)
-    if every and w is None and native(nll_p, logp):
-        return _reduce(nll_p.bind(logp, target, axis=cdim, ignore_index=ignore_index), reduction)
-    loss, wy, _ = _nll_parts(logp, target, w, ignore_index, cdim)
-    return _reduce(loss, reduction, xp.sum(wy))
+    loss, denom, _ = _nll_parts(logp, target, w, ignore_index, cdim, every)
+    return _reduce(loss, reduction, denom)
 
 
 def cross_entropy(input: Tensor, target: Tensor, *, weight: Tensor | None = None,
@@ -147,15 +146,13 @@ def cross_entropy(input: Tensor, target: Tensor, *, weight: Tensor | None = None
     every = _check_indices(fn, target, logits, cdim, ignore_index)
     w = _class_weight(fn, weight, logits, cdim)
     logp = log_softmax(logits, cdim)
-    if every and w is None and eps == 0.0 and native(nll_p, logp):  # one op, mean over all
-        return _reduce(nll_p.bind(logp, target, axis=cdim, ignore_index=ignore_index), reduction)
-    loss, wy, valid = _nll_parts(logp, target, w, ignore_index, cdim)
-    denom = xp.sum(wy)
+    loss, denom, valid = _nll_parts(logp, target, w, ignore_index, cdim, every)
     nll = _reduce(loss, reduction, denom)
     if eps == 0.0:
         return nll
     smooth = -xp.sum(logp if w is None else logp * w, axis=cdim)
-    smooth = xp.where(valid, smooth, 0.0)
+    if valid is not None:
+        smooth = xp.where(valid, smooth, 0.0)
     return (1.0 - eps) * nll + _reduce(smooth, reduction, denom) * (eps / c)
 
 

@@ -41,6 +41,14 @@ def native(op: Any, x: Any) -> bool:
     return op in x._aval.device.kernels
 
 
+def call(op: Any, *args: Any, **params: Any) -> Any:
+    """`op` bound where `native` says so (its first operand decides), else its decomposition
+    run directly (a trace, or a device without a kernel, sees core primitives only)."""
+    if native(op, args[0]):
+        return op.bind(*args, **params)
+    return op.decomposition(*args, **params)
+
+
 def _floating(name: str, x: Any) -> None:
     if x.dtype.kind != "f":
         raise DTypeError(f"{name}: expected a real floating tensor, got {x.dtype}; convert it with "
@@ -176,5 +184,5 @@ BATCH = {relu_p: relu_batch, log_softmax_p: log_softmax_batch, nll_p: nll_batch}
 COST = {relu_p: elementwise_rule(1), log_softmax_p: elementwise_rule(4 + 2 * TRANSCENDENTAL_FLOPS),
         nll_p: nll_cost}
 
-__all__ = ["BATCH", "COST", "JVP", "OPS", "hits", "log_softmax_p", "native", "nll_p", "relu_p",
+__all__ = ["BATCH", "COST", "JVP", "OPS", "call", "hits", "log_softmax_p", "native", "nll_p", "relu_p",
            "shifted"]

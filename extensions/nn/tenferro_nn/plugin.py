@@ -19,5 +19,5 @@ def tenferro_register(registry) -> None:
         registry.add_rule("jvp", op, ops.JVP[op])
         registry.add_rule("batch", op, ops.BATCH[op])
         registry.add_rule("cost", op, ops.COST[op])
-    for op, fn in _torch_kernels.kernels().items():
+    for op, fn in _torch_kernels.KERNELS.items():
         registry.add_kernel("torch", op, fn)

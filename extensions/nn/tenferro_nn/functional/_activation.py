@@ -16,7 +16,7 @@ from tenferro_runtime.random._math import ERF_COEFFICIENTS
 from tenferro_runtime.tensor import Tensor
 
 from ..checks import choice, flag, probability
-from ..ops import log_softmax_p, native, relu_decomposition, relu_p, shifted
+from ..ops import call, log_softmax_p, relu_decomposition, relu_p, shifted
 from ._util import check_floating, check_tensor, normalize_dim
 
 # Cephes ndtr.c: erf(x) = x T(x^2) / U(x^2) on |x| <= 1 (U monic), erfc(a) = exp(-a^2) P(a) / Q(a)
@@ -67,9 +67,7 @@ def erf(x: Tensor) -> Tensor:
 def relu(x: Tensor) -> Tensor:
     """max(x, 0), with derivative 0 at 0 and NaN kept (as PyTorch)."""
     check_tensor("relu", x)
-    if x.dtype.kind == "f" and native(relu_p, x):
-        return relu_p.bind(x)
-    return relu_decomposition(x)
+    return call(relu_p, x) if x.dtype.kind == "f" else relu_decomposition(x)
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
@@ -119,9 +117,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     """x - logsumexp(x) along `dim`, stable for any magnitude."""
     check_floating("log_softmax", x)
-    axis = normalize_dim("log_softmax", dim, x.ndim)
-    if x.ndim and native(log_softmax_p, x):
-        return log_softmax_p.bind(x, axis=axis)
+    if x.ndim:
+        return call(log_softmax_p, x, axis=normalize_dim("log_softmax", dim, x.ndim))
     s, axis = _shifted("log_softmax", x, dim)
     return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
 
