@@ -14,9 +14,12 @@ def _rule(x):
 
 
 def _identity(x):
-    """A new tensor on x's buffer (a distinct value, so tapes see a new node)."""
+    """A new tensor on x's buffer (a distinct value, so tapes see a new node); traced (a pass
+    inlining decompositions), the value itself."""
     from tenferro_runtime.tensor import Tensor
 
+    if type(x) is not Tensor:
+        return x
     return Tensor._new(x._buf, x._aval)
 
 

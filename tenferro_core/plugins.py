@@ -20,7 +20,7 @@ import pluggy
 
 from .backend import REQUIRED_BACKEND_ATTRS, Kernel
 from .errors import PluginError
-from .primitive import Primitive
+from .primitive import CATEGORIES, Primitive
 
 GROUP = "tenferro"
 hookspec = pluggy.HookspecMarker(GROUP)
@@ -57,6 +57,7 @@ class Registration:
     passes: list[tuple[str, Callable[..., Any], float]] = field(default_factory=list)
     meters: list[tuple[str, Any]] = field(default_factory=list)
     executors: list[tuple[str, Callable[..., Any], tuple[str, ...]]] = field(default_factory=list)
+    executor_decompose: dict[str, frozenset[str]] = field(default_factory=dict)
     namespaces: list[tuple[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -132,12 +133,16 @@ class Registration:
             )
         self.passes.append((name, fn, float(position)))
 
-    def add_executor(self, name: str, fn: Callable[..., Any], *, default_for: tuple[str, ...] = ()) -> None:
+    def add_executor(self, name: str, fn: Callable[..., Any], *, default_for: tuple[str, ...] = (),
+                     decompose: tuple[str, ...] = ()) -> None:
         """Register a graph executor: `fn(graph, device)` returns a function from the input
         buffers of a whole optimized graph to its output buffers, or None to decline (the
         generic plan executor runs instead). `compile(f, backend=name)` selects it;
         `default_for` names device prefixes (``"torch:cuda"``) whose graphs it runs when
-        `compile` names no backend."""
+        `compile` names no backend. `decompose` names primitive categories: in the graphs it
+        runs, an extension op whose decomposition holds only primitives of those categories
+        is replaced by that decomposition before the passes (an executor that generates
+        code from core primitives fuses them instead of calling an opaque kernel)."""
         if not isinstance(name, str) or not name.isidentifier() or name == "plan":
             raise self._bad(f"add_executor expects an executor name that is an identifier other "
                             f"than 'plan' (the built-in one), got {name!r}")
@@ -149,7 +154,13 @@ class Registration:
                 isinstance(x, str) and x for x in prefixes):
             raise self._bad(f"add_executor({name!r}): default_for must be device-name prefixes "
                             f"such as ('torch:cuda',), got {default_for!r}")
+        cats = (decompose,) if isinstance(decompose, str) else decompose
+        if not isinstance(cats, (tuple, list, set, frozenset)) or not set(cats) <= set(CATEGORIES):
+            raise self._bad(f"add_executor({name!r}): decompose must be primitive categories from "
+                            f"{CATEGORIES}, got {decompose!r}")
         self.executors.append((name, fn, tuple(prefixes)))
+        if cats:
+            self.executor_decompose[name] = frozenset(cats)
 
     def add_meter(self, name: str, meter: Any) -> None:
         """Register an energy meter (`tenferro_core.energy.Meter`): energy accounting reads

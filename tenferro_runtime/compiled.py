@@ -29,9 +29,10 @@ from tenferro_core.errors import ArgumentError, ConcretizationError, EnergyBudge
 from .caches import LRUCache
 from .compile_keys import NotPlain, argnames, argnums, count, key_walk, parameters, static_key
 from .donation import DonatedTensor, FailedDonationTensor, invalidate
-from .executor import build_executable
+from .executor import build_executable, decomposed_for
 from .graph import Graph, GraphTrace, tensor_leaves, trace
 from .graph_prims import call_p
+from .passes.inline import inline_decompositions
 from .pipeline import PassSpec, optimize
 from .pytree import tree_flatten, tree_unflatten, unflattener, unregistered_hint
 from .recompile import RecompileWarning, describe, difference, log, summary
@@ -77,6 +78,9 @@ class Callee:
         """The graph after the pass pipeline (built once)."""
         if self._optimized is None:
             graph = self.graph.replace(meta={**self.graph.meta, "donated": self.donated})
+            cats = decomposed_for(graph, self.executor)
+            if cats:
+                graph = inline_decompositions(graph, cats)
             self._optimized = optimize(graph, graph.runtime, self.passes)
         return self._optimized
 

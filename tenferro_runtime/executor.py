@@ -141,6 +141,18 @@ def default_executor(runtime: Any, device: Any) -> str | None:
     return None
 
 
+def decomposed_for(graph: Graph, executor: str | None) -> frozenset:
+    """The primitive categories whose extension-op decompositions are inlined in `graph`
+    before the passes: those the executor that will run it registered (`add_executor`'s
+    `decompose`); empty for the plan executor."""
+    device = graph_device(graph)
+    if device is None or executor == "plan":
+        return frozenset()
+    runtime = device.runtime
+    name = executor if executor is not None else default_executor(runtime, device)
+    return runtime.executor_decompose.get(name, frozenset()) if name is not None else frozenset()
+
+
 def _try(build: Any, graph: Graph, device: Any, who: str) -> Any:
     try:
         return build(graph, device)
@@ -176,4 +188,4 @@ def build_executable(graph: Graph, executor: str | None = None) -> Any:
 
 
 __all__ = ["BackendCompileWarning", "BackendExecutable", "NodeByNode", "PlanExecutable",
-           "build_executable", "check_executor", "default_executor", "graph_device"]
+           "build_executable", "check_executor", "decomposed_for", "default_executor", "graph_device"]

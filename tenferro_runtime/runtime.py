@@ -214,6 +214,7 @@ class Runtime:
         self.meters: dict[str, Any] = {}
         # name -> (fn(graph, device), device prefixes it is the default for, source)
         self.executors: dict[str, tuple[Any, tuple[str, ...], str]] = {}
+        self.executor_decompose: dict[str, frozenset[str]] = {}  # name -> categories (add_executor)
         self.namespaces: dict[str, Any] = {}
         self.caches = Caches()
         self._devices: dict[str, Device] = {}
@@ -329,6 +330,7 @@ class Runtime:
         self.meters.update(reg.meters)
         for n, fn, prefixes in reg.executors:
             self.executors[n] = (fn, prefixes, src)
+        self.executor_decompose.update(reg.executor_decompose)
         self.namespaces.update(reg.namespaces)
         self._devices.clear()
         _clear_fronts()

@@ -1,4 +1,5 @@
-"""Inlining: every `call` node is replaced by its callee's nodes (recursively, fresh vars)."""
+"""Inlining: every `call` node is replaced by its callee's nodes (recursively, fresh vars);
+`inline_decompositions` does the same for extension ops whose decomposition is fusable."""
 
 from __future__ import annotations
 
@@ -46,6 +47,59 @@ def _emit(body: list[Node], env: dict, fresh: bool, nodes: list[Node], consts: d
                 env[o] = _const_var(o, res, consts, memo)
 
 
+FUSABLE = frozenset({"elementwise", "broadcast", "reduction", "structural"})
+
+
+def inline_decompositions(graph: Graph, categories: frozenset = FUSABLE) -> Graph:
+    """`graph` with each extension-op node whose decomposition, traced on the node's operands,
+    holds only primitives of `categories` replaced by that decomposition's nodes: for an
+    executor that generates kernels from core primitives (Triton's rows and elementwise
+    groups), an op such as tenferro_nn's log_softmax, opaque to it, becomes code it can fuse.
+    Other nodes (no decomposition, or one with products, loops, indexing) stay as they are."""
+    from ..graph import trace
+
+    bodies: dict[int, Graph] = {}
+    for i, n in enumerate(graph.nodes):
+        if n.prim.family and n.prim.decomposition is not None and not n.prim.effects:
+            try:
+                body = inline_decompositions(trace(_decomposition(n), *[v.aval for v in n.inputs]),
+                                             categories)
+            except Exception:  # a decomposition that does not trace here: keep the op
+                continue
+            if all(m.prim.category in categories for m in body.nodes):
+                bodies[i] = body
+    if not bodies:
+        return graph.replace()
+    nodes: list[Node] = []
+    consts = dict(graph.consts)
+    env: dict[Var, Any] = {}
+    memo: dict = {}
+    for i, n in enumerate(graph.nodes):
+        ins = [env.get(v, v) for v in n.inputs]
+        body = bodies.get(i)
+        if body is None:
+            nodes.append(n if ins == n.inputs else Node(n.prim, ins, n.params, n.outputs, n.site))
+            continue
+        inner: dict[Var, Any] = dict(zip(body.inputs, ins))
+        for v, value in body.consts.items():
+            inner[v] = _const_var(v, value, consts, memo)
+        for m in body.nodes:
+            outs = [Var(v.aval) for v in m.outputs]
+            inner.update(zip(m.outputs, outs))
+            nodes.append(Node(m.prim, [inner.get(v, v) for v in m.inputs], m.params, outs, n.site))
+        for o, res in zip(n.outputs, body.outputs):
+            env[o] = inner.get(res, res) if isinstance(res, Var) else _const_var(o, res, consts, memo)
+    outputs = [env.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]
+    return graph.replace(nodes=nodes, outputs=outputs, consts=consts)
+
+
+def _decomposition(n: Node) -> Any:
+    def fn(*xs: Any) -> Any:
+        return n.prim.decomposition(*xs, **n.params)
+
+    return fn
+
+
 def _const_var(v: Var, value: Any, consts: dict, memo: dict) -> Var:
     """The outer const var holding `value` (one per tensor object however often inlined)."""
     hit = memo.get(id(value))
@@ -56,4 +110,4 @@ def _const_var(v: Var, value: Any, consts: dict, memo: dict) -> Var:
     return hit[0]
 
 
-__all__ = ["inline_calls"]
+__all__ = ["FUSABLE", "inline_calls", "inline_decompositions"]

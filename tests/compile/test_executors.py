@@ -241,3 +241,53 @@ def test_kernel_for_runs_an_executors_own_kernels_in_place_of_the_devices():
     (out,) = plan.run_buffers([x._buf])
     np.testing.assert_array_equal(out, np.exp(np.arange(6.0).reshape(2, 3) * 2.0).sum(axis=1) + 1.0)
     assert calls == [(2, 3)]
+
+
+def test_an_executor_with_decompose_gets_fusable_extension_ops_inlined():
+    """`add_executor(..., decompose=categories)`: an extension op whose decomposition holds only
+    those categories reaches the executor as its decomposition (a stop_gradient inside is
+    dropped); one with other primitives (a product) stays an op; the plan executor and
+    other executors get the ops themselves."""
+    import tenferro_numpy.plugin as numpy_plugin
+    import tenferro_runtime.passes as passes_plugin
+    from plugin_fixtures import hook_plugin
+    from tenferro_core.extension import define_op
+
+    shifted = define_op("test_executors.shifted.v1", lambda a: (a.shape, a.dtype),
+                        decomposition=lambda x: xp.exp(x - tenferro_ad.stop_gradient(xp.max(x))))
+    gram = define_op("test_executors.gram.v1", lambda a: ((a.shape[0], a.shape[0]), a.dtype),
+                     decomposition=lambda x: x @ xp.matrix_transpose(x))
+    seen: list = []
+
+    def spy(graph, device):
+        seen.append(sorted({n.prim.name for n in graph.nodes}))
+        return None  # decline: the plan runs it
+
+    def register(r):
+        r.add_op(shifted)
+        r.add_op(gram)
+        r.add_executor("fuser", spy, decompose=("elementwise", "broadcast", "reduction", "structural"))
+        r.add_executor("other", spy)
+
+    rt = tr.Runtime([numpy_plugin, tenferro_ad.plugin, passes_plugin, hook_plugin("ops", register)])
+    with tr.use_runtime(rt):
+        x = xp.asarray(np.arange(6.0).reshape(2, 3))
+        g = lambda v: gram.bind(shifted.bind(v))  # noqa: E731
+        e = np.exp(x.numpy() - 5.0)
+        for backend in ("fuser", "other", "plan"):
+            np.testing.assert_allclose(tr.compile(g, backend=backend)(x).numpy(), e @ e.T, rtol=1e-14)
+    fused_ops = [n for n in seen[0] if n.startswith("test_executors.")]
+    assert fused_ops == ["test_executors.gram.v1"]
+    assert "tenferro_ad.stop_gradient.v1" not in seen[0]
+    assert [n for n in seen[1] if n.startswith("test_executors.")] == ["test_executors.gram.v1",
+                                                                      "test_executors.shifted.v1"]
+    assert len(seen) == 2
+
+
+def test_decompose_must_name_categories():
+    from plugin_fixtures import hook_plugin
+
+    bad = hook_plugin("bad", lambda r: r.add_executor("x", lambda g, d: None, decompose=("fast",)))
+    rt = tr.Runtime([bad])
+    (report,) = [r for r in rt.reports if r.name == "bad"]
+    assert not report.ok and "decompose must be primitive categories" in str(report.error)

@@ -1,8 +1,11 @@
 """The ``triton`` executor: a compiled graph on a torch device, with generated kernels.
 
-Row groups (row reductions with their elementwise producers and consumers, rows.py) are
-contracted into `fused` nodes next to the elementwise groups the fusion pass made; then the
-generic plan is built with this executor's kernels for the nodes it generates code for:
+Extension ops whose decomposition is elementwise, row and product work (tenferro_nn's
+linear and log_softmax, bound as one op in graphs traced on torch) reach it decomposed (its
+registration's `decompose`). Row groups (row reductions with their elementwise producers
+and consumers, rows.py) are contracted into `fused` nodes next to the elementwise groups the
+fusion pass made; then the generic plan is built with this executor's kernels for the nodes
+it generates code for:
 each fused group (elementwise.py or rows.py) and each `dot_general` (matmul.py). Every
 other node, and every group the generators decline, runs its torch kernel, with the reason
 logged (logger ``tenferro_triton``). Runs on ``torch:cuda:N``, and on ``torch:cpu`` in

@@ -101,7 +101,7 @@ def _nll_parts(logp: Tensor, target: Tensor, w: Tensor | None, ignore_index: int
     """(-w[y] logp[y] per element, the mean's denominator (the sum of w[y], 0 where ignored;
     None for the element count), the not-ignored mask (None: `every` target is a class))."""
     if w is None:
-        loss = call(nll_p, logp, target, axis=cdim, ignore_index=ignore_index)
+        loss = call(nll_p, logp, target, traced=True, axis=cdim, ignore_index=ignore_index)
         if every:
             return loss, None, None
         valid = target != ignore_index

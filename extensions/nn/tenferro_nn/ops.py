@@ -20,19 +20,23 @@ import math
 from typing import Any
 
 from tenferro_ad import stop_gradient
+from tenferro_ad.ad_util import Zero, add_tangents, instantiate, is_zero
 from tenferro_ad.batching import batch_size, moveaxis, to_front
 from tenferro_core.catalog.cost import TRANSCENDENTAL_FLOPS, Cost, elementwise_rule, io_bytes
 from tenferro_core.errors import DTypeError, ShapeError
 from tenferro_core.extension import define_op
 from tenferro_core.params import p_int
 from tenferro_runtime import array_api as xp
-from tenferro_runtime import tracing
+from tenferro_runtime import lax, tracing
 from tenferro_runtime.tensor import Tensor
 
 
-def native(op: Any, x: Any) -> bool:
-    """Whether `op` should run as one op on `x`: `x` is a concrete tensor, no trace is active
-    and `x`'s device has a kernel for `op`."""
+def native(op: Any, x: Any, traced: bool = False) -> bool:
+    """Whether `op` should run as one op on `x`: `x`'s device has a kernel for it, and `x` is a
+    concrete tensor with no trace active (or, with `traced`, any tensor or tracer)."""
+    if traced:
+        aval = getattr(x, "_aval", None)
+        return aval is not None and op in aval.device.kernels
     if type(x) is not Tensor:
         return False
     stack = tracing.interpreters()
@@ -41,10 +45,10 @@ def native(op: Any, x: Any) -> bool:
     return op in x._aval.device.kernels
 
 
-def call(op: Any, *args: Any, **params: Any) -> Any:
+def call(op: Any, *args: Any, traced: bool = False, **params: Any) -> Any:
     """`op` bound where `native` says so (its first operand decides), else its decomposition
     run directly (a trace, or a device without a kernel, sees core primitives only)."""
-    if native(op, args[0]):
+    if native(op, args[0], traced):
         return op.bind(*args, **params)
     return op.decomposition(*args, **params)
 
@@ -78,11 +82,44 @@ relu_p = define_op("tenferro_nn.relu.v1", _relu_rule, decomposition=relu_decompo
 
 def relu_jvp(primals: tuple, tangents: tuple) -> tuple:
     (x,), (t,) = primals, tangents
-    return relu_p.bind(x), xp.where(x <= 0, 0, t)
+    return relu_p.bind(x), relu_tangent_p.bind(x, t)
 
 
 def relu_batch(args: tuple, dims: tuple) -> tuple:
     return relu_p.bind(args[0]), dims[0]
+
+
+def _relu_tangent_rule(x: Any, t: Any) -> tuple:
+    _floating("tenferro_nn.relu_tangent", x)
+    _same("tenferro_nn.relu_tangent", x, t)
+    return x.shape, x.dtype
+
+
+def relu_tangent_decomposition(x: Any, t: Any) -> Any:
+    return xp.where(x <= 0, 0, t)
+
+
+relu_tangent_p = define_op(
+    "tenferro_nn.relu_tangent.v1", _relu_tangent_rule, nin=2, linear=(1,),
+    decomposition=relu_tangent_decomposition,
+    doc="x <= 0 ? 0 : t, relu's derivative at x applied to t (linear in t; its own transpose).")
+
+
+def relu_tangent_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """The step's derivative in x is 0: only t's tangent goes through."""
+    (x, t), (_, dt) = primals, tangents
+    out = relu_tangent_p.bind(x, t)
+    return out, Zero(out.aval) if is_zero(dt) else relu_tangent_p.bind(x, instantiate(dt))
+
+
+def relu_tangent_transpose(ct: Any, x: Any, t: Any) -> tuple:
+    return None, Zero(t.aval) if is_zero(ct) else relu_tangent_p.bind(x, ct)
+
+
+def relu_tangent_batch(args: tuple, dims: tuple) -> tuple:
+    size = batch_size(args, dims)
+    x, t = (to_front(a, d, size) for a, d in zip(args, dims))
+    return relu_tangent_p.bind(x, t), 0
 
 
 # ---- log_softmax --------------------------------------------------------------------------------
@@ -114,15 +151,82 @@ log_softmax_p = define_op(
 
 
 def log_softmax_jvp(primals: tuple, tangents: tuple, *, axis: int) -> tuple:
-    """d log_softmax(x)[t] = t - sum(softmax(x) t) along the axis."""
     (x,), (t,) = primals, tangents
     y = log_softmax_p.bind(x, axis=axis)
-    return y, t - xp.sum(xp.exp(y) * t, axis=axis, keepdims=True)
+    return y, log_softmax_tangent_p.bind(y, t, axis=axis)
 
 
 def log_softmax_batch(args: tuple, dims: tuple, *, axis: int) -> tuple:
     x = moveaxis(args[0], dims[0], 0)
     return log_softmax_p.bind(x, axis=axis + 1), 0
+
+
+def _log_softmax_ad_rule(name: str) -> Any:
+    def rule(y: Any, t: Any, *, axis: int) -> tuple:
+        _floating(name, y)
+        _axis(name, y, axis)
+        _same(name, y, t)
+        return y.shape, y.dtype
+
+    return rule
+
+
+def log_softmax_tangent_decomposition(y: Any, t: Any, *, axis: int) -> Any:
+    return t - xp.sum(xp.exp(y) * t, axis=axis, keepdims=True)
+
+
+def log_softmax_cotangent_decomposition(y: Any, c: Any, *, axis: int) -> Any:
+    return c - xp.exp(y) * xp.sum(c, axis=axis, keepdims=True)
+
+
+log_softmax_tangent_p = define_op(
+    "tenferro_nn.log_softmax_tangent.v1", _log_softmax_ad_rule("tenferro_nn.log_softmax_tangent"),
+    nin=2, linear=(1,), payload={"axis": (p_int, None)}, decomposition=log_softmax_tangent_decomposition,
+    doc="t - sum(exp(y) t) along the axis: log_softmax's derivative at y = log_softmax(x) "
+        "applied to t (linear in t).")
+log_softmax_cotangent_p = define_op(
+    "tenferro_nn.log_softmax_cotangent.v1", _log_softmax_ad_rule("tenferro_nn.log_softmax_cotangent"),
+    nin=2, linear=(1,), payload={"axis": (p_int, None)},
+    decomposition=log_softmax_cotangent_decomposition,
+    doc="c - exp(y) sum(c) along the axis: the transpose of log_softmax_tangent (torch's "
+        "log_softmax backward).")
+
+
+def log_softmax_tangent_jvp(primals: tuple, tangents: tuple, *, axis: int) -> tuple:
+    """d[t - sum(e^y t)] = (dt - sum(e^y dt)) - sum(e^y dy t)."""
+    (y, t), (dy, dt) = primals, tangents
+    out = log_softmax_tangent_p.bind(y, t, axis=axis)
+    d = Zero(out.aval) if is_zero(dt) else log_softmax_tangent_p.bind(y, instantiate(dt), axis=axis)
+    if not is_zero(dy):
+        d = add_tangents(d, -xp.sum(xp.exp(y) * dy * t, axis=axis, keepdims=True)
+                         * xp.ones_like(t))
+    return out, d
+
+
+def log_softmax_cotangent_jvp(primals: tuple, tangents: tuple, *, axis: int) -> tuple:
+    """d[c - e^y sum(c)] = (dc - e^y sum(dc)) - e^y dy sum(c)."""
+    (y, c), (dy, dc) = primals, tangents
+    out = log_softmax_cotangent_p.bind(y, c, axis=axis)
+    d = Zero(out.aval) if is_zero(dc) else log_softmax_cotangent_p.bind(y, instantiate(dc), axis=axis)
+    if not is_zero(dy):
+        d = add_tangents(d, -(xp.exp(y) * dy * xp.sum(c, axis=axis, keepdims=True)))
+    return out, d
+
+
+def _log_softmax_transpose(other: Any) -> Any:
+    def transpose(ct: Any, y: Any, t: Any, *, axis: int) -> tuple:
+        return None, Zero(t.aval) if is_zero(ct) else other.bind(y, ct, axis=axis)
+
+    return transpose
+
+
+def log_softmax_ad_batch(op: Any) -> Any:
+    def batch(args: tuple, dims: tuple, *, axis: int) -> tuple:
+        size = batch_size(args, dims)
+        y, t = (to_front(x, d, size) for x, d in zip(args, dims))
+        return op.bind(y, t, axis=axis + 1), 0
+
+    return batch
 
 
 # ---- nll: -logp[target] along the class axis ------------------------------------------------------
@@ -154,17 +258,18 @@ def nll_decomposition(logp: Any, target: Any, *, axis: int, ignore_index: int) -
 
 
 nll_p = define_op(
-    "tenferro_nn.nll.v1", _nll_rule, nin=2, payload={"axis": (p_int, None), "ignore_index": (p_int, -100)},
+    "tenferro_nn.nll.v1", _nll_rule, nin=2, linear=(0,),
+    payload={"axis": (p_int, None), "ignore_index": (p_int, -100)},
     decomposition=nll_decomposition,
     doc="-logp[target] along the class axis, 0 where the target is ignore_index; targets must be "
         "classes or ignore_index (tenferro_nn's losses check that first).")
 
 
-def nll_jvp(primals: tuple, tangents: tuple, *, axis: int, ignore_index: int) -> tuple:
-    """Linear in logp: the one-hot picks of the tangent (the target has no tangent)."""
-    logp, target = primals
-    out = nll_p.bind(logp, target, axis=axis, ignore_index=ignore_index)
-    return out, nll_decomposition(tangents[0], target, axis=axis, ignore_index=ignore_index)
+def nll_transpose(ct: Any, logp: Any, target: Any, *, axis: int, ignore_index: int) -> tuple:
+    if is_zero(ct):
+        return Zero(logp.aval), None
+    return nll_cotangent_p.bind(ct, target, classes=logp.aval.shape[axis], axis=axis,
+                                ignore_index=ignore_index), None
 
 
 def nll_batch(args: tuple, dims: tuple, *, axis: int, ignore_index: int) -> tuple:
@@ -178,11 +283,135 @@ def nll_cost(in_avals: tuple, out_avals: tuple, **params: Any) -> Cost:
                 * in_avals[0].dtype.itemsize)
 
 
-OPS = (relu_p, log_softmax_p, nll_p)
-JVP = {relu_p: relu_jvp, log_softmax_p: log_softmax_jvp, nll_p: nll_jvp}
-BATCH = {relu_p: relu_batch, log_softmax_p: log_softmax_batch, nll_p: nll_batch}
-COST = {relu_p: elementwise_rule(1), log_softmax_p: elementwise_rule(4 + 2 * TRANSCENDENTAL_FLOPS),
-        nll_p: nll_cost}
+def _nll_cotangent_rule(ct: Any, target: Any, *, classes: int, axis: int, ignore_index: int) -> tuple:
+    name = "tenferro_nn.nll_cotangent"
+    _floating(name, ct)
+    if tuple(target.shape) != tuple(ct.shape):
+        raise ShapeError(f"{name}: expected a target of the cotangent's shape {list(ct.shape)}, "
+                         f"got {list(target.shape)}")
+    if target.dtype.kind not in "iu":
+        raise DTypeError(f"{name}: the target must hold integer class indices, got {target.dtype}")
+    if not 0 <= axis <= len(ct.shape):
+        raise ShapeError(f"{name}: axis {axis} is out of range for a {len(ct.shape) + 1}-d result; "
+                         f"expected 0 <= axis <= {len(ct.shape)}")
+    if classes < 0:
+        raise ShapeError(f"{name}: classes must be >= 0, got {classes}")
+    return tuple(ct.shape[:axis]) + (classes,) + tuple(ct.shape[axis:]), ct.dtype
 
-__all__ = ["BATCH", "COST", "JVP", "OPS", "call", "hits", "log_softmax_p", "native", "nll_p", "relu_p",
+
+def nll_cotangent_decomposition(ct: Any, target: Any, *, classes: int, axis: int,
+                                ignore_index: int) -> Any:
+    hit = hits(target, classes, axis, ignore_index)
+    return xp.where(hit, -xp.expand_dims(ct, axis=axis), 0.0)
+
+
+nll_cotangent_p = define_op(
+    "tenferro_nn.nll_cotangent.v1", _nll_cotangent_rule, nin=2, linear=(0,),
+    payload={"classes": (p_int, None), "axis": (p_int, None), "ignore_index": (p_int, -100)},
+    decomposition=nll_cotangent_decomposition,
+    doc="-ct at each target's class along a new axis of size classes, 0 elsewhere and where the "
+        "target is ignore_index: the transpose of nll (torch's nll_loss backward).")
+
+
+def nll_cotangent_transpose(ct: Any, c: Any, target: Any, *, classes: int, axis: int,
+                            ignore_index: int) -> tuple:
+    if is_zero(ct):
+        return Zero(c.aval), None
+    return nll_p.bind(ct, target, axis=axis, ignore_index=ignore_index), None
+
+
+def nll_cotangent_batch(args: tuple, dims: tuple, *, classes: int, axis: int, ignore_index: int) -> tuple:
+    size = batch_size(args, dims)
+    ct, target = (to_front(x, d, size) for x, d in zip(args, dims))
+    return nll_cotangent_p.bind(ct, target, classes=classes, axis=axis + 1, ignore_index=ignore_index), 0
+
+
+# ---- linear: x @ w.T + b ----------------------------------------------------------------------------
+def _linear_rule(x: Any, w: Any, b: Any) -> tuple:
+    name = "tenferro_nn.linear"
+    _floating(name, x)
+    if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1] or tuple(b.shape) != (w.shape[0],):
+        raise ShapeError(f"{name}: expected input (..., in), weight (out, in) and bias (out,), got "
+                         f"{list(x.shape)}, {list(w.shape)} and {list(b.shape)}")
+    if not x.dtype == w.dtype == b.dtype:
+        raise DTypeError(f"{name}: expected one dtype, got {x.dtype}, {w.dtype} and {b.dtype}")
+    return tuple(x.shape[:-1]) + (w.shape[0],), x.dtype
+
+
+def _product(x: Any, w: Any) -> Any:
+    return lax.dot_general(x, w, contracting_dims=((x.ndim - 1,), (1,)))
+
+
+def linear_decomposition(x: Any, w: Any, b: Any) -> Any:
+    return _product(x, w) + b
+
+
+linear_p = define_op("tenferro_nn.linear.v1", _linear_rule, nin=3, decomposition=linear_decomposition,
+                     doc="x @ w.T + b for x (..., in), w (out, in), b (out,) (torch's addmm).")
+
+
+def linear_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """dx w^T + x dw^T + db, in core primitives (their transposes are the products and a sum)."""
+    (x, w, b), (dx, dw, db) = primals, tangents
+    y = linear_p.bind(x, w, b)
+    d: Any = Zero(y.aval)
+    if not is_zero(dx):
+        d = _product(dx, w)
+    if not is_zero(dw):
+        d = add_tangents(d, _product(x, dw))
+    if not is_zero(db):
+        d = add_tangents(d, xp.broadcast_to(db, y.shape))
+    return y, d
+
+
+def linear_batch(args: tuple, dims: tuple) -> tuple:
+    """A batched input alone moves its batch axis first; a batched weight or bias takes the
+    products batched by dot_general."""
+    (x, w, b), (dx, dw, db) = args, dims
+    if dw is None and db is None:
+        return linear_p.bind(moveaxis(x, dx, 0), w, b), 0
+    size = batch_size(args, dims)
+    x, w, b = (to_front(a, d, size) for a, d in zip(args, dims))
+    y = lax.dot_general(x, w, contracting_dims=((x.ndim - 1,), (2,)), batch_dims=((0,), (0,)))
+    return y + xp.reshape(b, (size,) + (1,) * (y.ndim - 2) + (b.shape[-1],)), 0
+
+
+def linear_cost(in_avals: tuple, out_avals: tuple, **params: Any) -> Cost:
+    return Cost(2 * out_avals[0].size * in_avals[1].shape[1] + out_avals[0].size,
+                io_bytes(in_avals, out_avals))
+
+
+def _same(name: str, x: Any, t: Any) -> None:
+    if tuple(x.shape) != tuple(t.shape) or x.dtype != t.dtype:
+        raise ShapeError(f"{name}: expected operands of one shape and dtype, got {x.dtype}"
+                         f"{list(x.shape)} and {t.dtype}{list(t.shape)}")
+
+
+OPS = (linear_p, relu_p, relu_tangent_p, log_softmax_p, log_softmax_tangent_p, log_softmax_cotangent_p, nll_p,
+       nll_cotangent_p)
+_LSM_COST = elementwise_rule(4 + 2 * TRANSCENDENTAL_FLOPS)
+RULES = [
+    ("jvp", linear_p, linear_jvp), ("batch", linear_p, linear_batch), ("cost", linear_p, linear_cost),
+    ("jvp", relu_p, relu_jvp), ("batch", relu_p, relu_batch), ("cost", relu_p, elementwise_rule(1)),
+    ("jvp", relu_tangent_p, relu_tangent_jvp), ("transpose", relu_tangent_p, relu_tangent_transpose),
+    ("batch", relu_tangent_p, relu_tangent_batch), ("cost", relu_tangent_p, elementwise_rule(1)),
+    ("jvp", log_softmax_p, log_softmax_jvp), ("batch", log_softmax_p, log_softmax_batch),
+    ("cost", log_softmax_p, _LSM_COST),
+    ("jvp", log_softmax_tangent_p, log_softmax_tangent_jvp),
+    ("transpose", log_softmax_tangent_p, _log_softmax_transpose(log_softmax_cotangent_p)),
+    ("batch", log_softmax_tangent_p, log_softmax_ad_batch(log_softmax_tangent_p)),
+    ("cost", log_softmax_tangent_p, _LSM_COST),
+    ("jvp", log_softmax_cotangent_p, log_softmax_cotangent_jvp),
+    ("transpose", log_softmax_cotangent_p, _log_softmax_transpose(log_softmax_tangent_p)),
+    ("batch", log_softmax_cotangent_p, log_softmax_ad_batch(log_softmax_cotangent_p)),
+    ("cost", log_softmax_cotangent_p, _LSM_COST),
+    ("transpose", nll_p, nll_transpose), ("batch", nll_p, nll_batch), ("cost", nll_p, nll_cost),
+    ("transpose", nll_cotangent_p, nll_cotangent_transpose), ("batch", nll_cotangent_p, nll_cotangent_batch),
+    ("cost", nll_cotangent_p, elementwise_rule(1)),
+]
+"""(kind, op, rule) for the plugin to register; nll and nll_cotangent are linear in their
+first operand, so their jvp is derived."""
+
+__all__ = ["OPS", "RULES", "call", "hits", "linear_p", "log_softmax_cotangent_p", "log_softmax_p",
+           "log_softmax_tangent_p", "native", "nll_cotangent_p", "nll_p", "relu_p", "relu_tangent_p",
            "shifted"]

@@ -16,8 +16,7 @@ def tenferro_register(registry) -> None:
 
     for op in ops.OPS:
         registry.add_op(op)
-        registry.add_rule("jvp", op, ops.JVP[op])
-        registry.add_rule("batch", op, ops.BATCH[op])
-        registry.add_rule("cost", op, ops.COST[op])
+    for kind, op, fn in ops.RULES:
+        registry.add_rule(kind, op, fn)
     for op, fn in _torch_kernels.KERNELS.items():
         registry.add_kernel("torch", op, fn)

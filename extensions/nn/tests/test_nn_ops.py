@@ -1,8 +1,9 @@
-"""tenferro-nn's ops (relu, log_softmax, nll): the torch kernels against NumPy/SciPy on
-generated shapes (0-size, 1-size, 0-d targets), every float dtype and non-contiguous
-operands; special values as PyTorch gives them on both devices; jvp rules against finite
-differences to second order; batch rules; and which calls bind the ops (eager calls on a
-device with a kernel) and which get the composition (traced code, numpy)."""
+"""tenferro-nn's ops (relu, log_softmax, nll and their derivative ops): the torch kernels
+against NumPy/SciPy on generated shapes (0-size, 1-size, 0-d targets), every float dtype and
+non-contiguous operands; special values as PyTorch gives them on both devices; jvp rules
+against finite differences to second order; transpose rules by the dot-product identity;
+batch rules; and which calls bind the ops (eager calls and, for log_softmax and nll, traces
+on a device with a kernel) and which get the composition."""
 
 from __future__ import annotations
 
@@ -17,12 +18,20 @@ from hypothesis import strategies as st
 
 import tenferro_nn as nn
 import tenferro_nn.functional as F
-from tenferro_ad import GradientTape
+from tenferro_ad import GradientTape, grad
 from tenferro_ad.testing import check_grads, check_vmap
 from tenferro_core import dtypes as D
 from tenferro_core.errors import DTypeError, ShapeError
 from tenferro_nn.functional._activation import safe_softmax
-from tenferro_nn.ops import COST, log_softmax_p, nll_p, relu_p
+from tenferro_nn.ops import (
+    log_softmax_cotangent_p,
+    log_softmax_p,
+    log_softmax_tangent_p,
+    nll_cotangent_p,
+    nll_p,
+    relu_p,
+    relu_tangent_p,
+)
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import compile, default_runtime
 from tenferro_runtime.graph import trace
@@ -192,12 +201,21 @@ def test_eager_calls_bind_the_ops_where_a_kernel_exists_and_traces_get_the_compo
     def loss(z, t):
         return nn.cross_entropy(F.log_softmax(F.relu(z), 1), t)
 
+    torch_dev = backend_device.startswith("torch")
     ops = {"tenferro_nn.relu.v1", "tenferro_nn.log_softmax.v1", "tenferro_nn.nll.v1"}
-    assert _ops_recorded(loss, logits, target) == (ops if backend_device.startswith("torch") else set())
+    assert _ops_recorded(loss, logits, target) == (ops if torch_dev else set())
     graph = trace(loss, logits._aval, target._aval)
-    assert not [n for n in graph.nodes if n.prim.name.startswith("tenferro_nn.")]
+    traced = {n.prim.name for n in graph.nodes if n.prim.name.startswith("tenferro_nn.")}
+    assert traced == ({"tenferro_nn.log_softmax.v1", "tenferro_nn.nll.v1"} if torch_dev else set())
     eager, compiled = loss(logits, target), compile(loss)(logits, target)
     np.testing.assert_allclose(eager.numpy(), compiled.numpy(), rtol=1e-12)
+    g_eager = grad(lambda z: loss(z, target))(logits)
+    g_compiled = compile(grad(lambda z: loss(z, target)))(logits)
+    np.testing.assert_allclose(g_eager.numpy(), g_compiled.numpy(), rtol=1e-12, atol=1e-15)
+    zt = torch.tensor(logits.numpy(), requires_grad=True)
+    torch.nn.functional.cross_entropy(torch.log_softmax(torch.relu(zt), 1),
+                                      torch.tensor(target.numpy())).backward()
+    np.testing.assert_allclose(g_eager.numpy(), zt.grad.numpy(), rtol=1e-12, atol=1e-15)
 
 
 def test_cross_entropy_with_ignored_targets_is_the_mean_over_the_rest(backend_device):
@@ -222,11 +240,19 @@ def test_shape_rules_raise_typed_errors(backend_device):
 
 
 def test_cost_rules_count_the_elements():
-    f32 = default_runtime().device("numpy:cpu")
+    rt = default_runtime()
+    f32 = rt.device("numpy:cpu")
     from tenferro_core.avals import Aval
 
     x = Aval((8, 10), D.float32, f32)
-    assert COST[relu_p]((x,), (x,)).flops == 80
-    assert COST[log_softmax_p]((x,), (x,), axis=1).flops > 80
-    c = COST[nll_p]((x, Aval((8,), D.int64, f32)), (Aval((8,), D.float32, f32),), axis=1, ignore_index=-100)
+    assert rt.rule("cost", relu_p)((x,), (x,)).flops == 80
+    assert rt.rule("cost", relu_tangent_p)((x, x), (x,)).flops == 80
+    assert rt.rule("cost", log_softmax_p)((x,), (x,), axis=1).flops > 80
+    for op in (log_softmax_tangent_p, log_softmax_cotangent_p):
+        assert rt.rule("cost", op)((x, x), (x,), axis=1).flops > 80
+    t = Aval((8,), D.int64, f32)
+    c = rt.rule("cost", nll_p)((x, t), (Aval((8,), D.float32, f32),), axis=1, ignore_index=-100)
     assert c.flops == 8 and c.bytes == 8 * 8 + 8 * 4 + 8 * 4
+    c = rt.rule("cost", nll_cotangent_p)((Aval((8,), D.float32, f32), t), (x,), classes=10, axis=1,
+                                         ignore_index=-100)
+    assert c.flops == 80

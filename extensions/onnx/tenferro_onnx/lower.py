@@ -45,9 +45,6 @@ docs/onnx.md; the coverage test checks each raises)."""
 CANNOT_EXPORT_FAMILIES: dict[str, str] = {
     "tenferro_distributed": "a collective across processes has no ONNX counterpart (an ONNX model runs in "
                             "one process); export the per-process function",
-    "tenferro_nn": "tenferro_nn's ops are bound by eager calls only (traced functions, which export "
-                   "traces, get their decomposition into core primitives); export the function, not "
-                   "a graph built from eager records",
 }
 """Op families (the id's package) none of whose ops export, with the reason."""
 
@@ -74,9 +71,30 @@ _RULES: dict[str, Any] = {}
 
 
 def rule_for(name: str) -> Any:
+    """The lowering of op `name`: its rule, else (for a registered extension op with a
+    decomposition that is not documented as unexportable) its decomposition's, inlined."""
     if not _RULES:
         _RULES.update(rules())
-    return _RULES.get(name)
+    fn = _RULES.get(name)
+    if fn is None and "." in name and cannot_export(name) is None:
+        from tenferro_runtime import default_runtime
+
+        op = default_runtime().ops.get(name)
+        if op is not None and op.decomposition is not None:
+            return _decomposed
+    return fn
+
+
+def _decomposed(b: Builder, node: Any, ins: list[str]) -> list[str]:
+    """An extension op (tenferro_nn's log_softmax and nll in a graph traced on torch) as its
+    decomposition into core primitives, traced on the node's operands and inlined."""
+    from tenferro_runtime.graph import trace
+
+    def decomposition(*xs: Any) -> Any:
+        return node.prim.decomposition(*xs, **node.params)
+
+    graph = trace(decomposition, *[v.aval for v in node.inputs])
+    return lower_graph(b, graph, dict(zip(graph.inputs, ins)))
 
 
 def lower_graph(b: Builder, graph: Any, env: dict) -> list[str]:

@@ -295,3 +295,30 @@ def test_batch_and_sequence_axes() -> None:
 
     with pytest.raises(tox.ExportError, match=r"captured constant of shape \(997, 997\).*'seq'"):
         tox.export(masked, _rand(5, 5), dynamic_axes={"x": {0: "seq", 1: "seq"}})
+
+
+def test_extension_ops_traced_on_torch_export_as_their_decomposition() -> None:
+    """On torch:cpu, traced log_softmax and cross entropy bind tenferro_nn's ops (torch has
+    kernels for them); export inlines each op's decomposition, with a dynamic batch axis."""
+    import tenferro_nn as nn
+    from tenferro_runtime import default_device
+
+    with default_device("torch:cpu"):
+        x, t = _rand(4, 5), xp.asarray(np.array([1, 0, 4, 2]))
+
+        def loss(x: Any, t: Any) -> Any:
+            return nn.functional.log_softmax(x, 1), nn.cross_entropy(x, t, reduction="none")
+
+        from tenferro_runtime.graph import trace
+
+        names = {n.prim.name for n in trace(loss, x, t).nodes}
+        assert {"tenferro_nn.log_softmax.v1", "tenferro_nn.nll.v1"} <= names
+        m = tox.export(loss, x, t, dynamic_axes={"x": {0: "batch"}, "t": {0: "batch"}})
+    onnx.checker.check_model(m, full_check=True)
+    for b in (1, 4, 7):
+        xv = RNG.standard_normal((b, 5)).astype(np.float32)
+        tv = RNG.integers(0, 5, b)
+        with default_device("torch:cpu"):
+            want = [np.asarray(w) for w in loss(xp.asarray(xv), xp.asarray(tv))]
+        for g, w in zip(run(m, [xv, tv], "onnxruntime"), want):
+            assert_matches(g, w, accumulates=True)

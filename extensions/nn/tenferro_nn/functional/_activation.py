@@ -118,7 +118,7 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     """x - logsumexp(x) along `dim`, stable for any magnitude."""
     check_floating("log_softmax", x)
     if x.ndim:
-        return call(log_softmax_p, x, axis=normalize_dim("log_softmax", dim, x.ndim))
+        return call(log_softmax_p, x, traced=True, axis=normalize_dim("log_softmax", dim, x.ndim))
     s, axis = _shifted("log_softmax", x, dim)
     return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
 

@@ -14,6 +14,7 @@ from tenferro_runtime import lax
 from tenferro_runtime.tensor import Tensor
 
 from ..checks import HyperparameterError, flag, integer
+from ..ops import call, linear_p
 from ._util import check_floating, check_same_dtype, check_tensor, normalize_dim, pair
 
 
@@ -24,12 +25,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
         raise ShapeError(f"linear: expected input (..., {weight.shape[-1]}) and weight (out, in), got "
                          f"input {list(x.shape)} and weight {list(weight.shape)}")
-    y = lax.dot_general(x, weight, contracting_dims=((x.ndim - 1,), (1,)))
-    if bias is not None:
-        if bias.shape != (weight.shape[0],):
-            raise ShapeError(f"linear: bias must have shape [{weight.shape[0]}], got {list(bias.shape)}")
-        y = y + bias
-    return y
+    if bias is None:
+        return lax.dot_general(x, weight, contracting_dims=((x.ndim - 1,), (1,)))
+    if bias.shape != (weight.shape[0],):
+        raise ShapeError(f"linear: bias must have shape [{weight.shape[0]}], got {list(bias.shape)}")
+    return call(linear_p, x, weight, bias, traced=True)
 
 
 def _unbatched(name: str, x: Tensor) -> tuple[Tensor, bool]:
