@@ -248,7 +248,50 @@ def _leaf(x: Any, leaves: list, seen: dict[int, int]) -> Any:
 
 
 def unflatten_module(node: tuple, leaves: list) -> Module:
-    return _build(node, leaves)
+    """The module of structure `node` holding `leaves`: by a builder generated once per
+    structure (cached by its value; it reads classes, names and static values from `node`
+    itself, so equal structures with unequal statics, 0.0 and -0.0, build correctly)."""
+    try:
+        build = _BUILDERS.get(node)
+    except TypeError:  # an unhashable static: build it by walking the structure
+        return _build(node, leaves)
+    if build is None:
+        if len(_BUILDERS) >= 256:
+            _BUILDERS.clear()
+        build = _BUILDERS[node] = _builder(node)
+    return build(node, leaves)
+
+
+_BUILDERS: dict = {}
+
+
+def _builder(node: tuple) -> Any:
+    """`build(node, L)`: straight-line code making the structure's modules and containers."""
+    lines: list[str] = []
+    result = _emit(node, "n", lines)
+    src = "def build(n, L):\n" + "".join(f"    {ln}\n" for ln in lines) + f"    return {result}\n"
+    scope: dict = {"_new": object.__new__}
+    exec(compile(src, "<tenferro_nn module builder>", "exec"), scope)
+    return scope["build"]
+
+
+def _emit(node: Any, path: str, lines: list) -> str:
+    """Code for `node` (reached from the structure's root by `path`); module assignments go
+    to `lines`, the expression of the value is returned."""
+    if type(node) is int:
+        return f"L[{node}]"
+    kind = node[0]
+    if kind == "m":
+        name = f"m{len(lines)}"
+        lines.append(f"{name} = _new({path}[1])")
+        kids = [_emit(c, f"{path}[3][{i}]", lines) for i, c in enumerate(node[3])]
+        lines.append(f"{name}.__dict__.update(zip({path}[2], ({''.join(k + ', ' for k in kids)})))")
+        return name
+    if kind in ("l", "u", "d"):
+        at = 2 if kind == "d" else 1
+        kids = "".join(_emit(c, f"{path}[{at}][{i}]", lines) + ", " for i, c in enumerate(node[at]))
+        return {"l": f"[{kids}]", "u": f"({kids})", "d": f"dict(zip({path}[1], ({kids})))"}[kind]
+    return f"{path}[1].value" if type(node[1]) is _Static else f"{path}[1]"
 
 
 def _build(node: Any, leaves: list) -> Any:

@@ -80,6 +80,29 @@ def test_flatten_round_trip_keeps_ties_and_statics():
     assert tree_flatten(net)[1] != td  # the mode is static
 
 
+def test_unflatten_builders_read_statics_from_each_structure():
+    """Structures equal as keys but not in their statics (-0.0 == 0.0, True == 1 as dict keys)
+    share a generated builder, which takes every static from the structure it is given; an
+    unhashable static (a list of lists) still builds."""
+    from tenferro_runtime.pytree import tree_unflatten
+
+    class Holder(Module):
+        def __init__(self, eps, keys, extra):
+            super().__init__()
+            self.eps, self.table, self.extra = eps, dict.fromkeys(keys, xp.asarray(1.0)), extra
+            self.pair = (xp.asarray(2.0), [xp.asarray(3.0), 4])
+
+    for eps, keys in ((0.0, (1,)), (-0.0, (True,)), (-0.0, (1,)), (0.0, (True,))):
+        for extra in (None, [[1]], ()):
+            m = Holder(eps, keys, extra)
+            leaves, td = tree_flatten(m)
+            back = tree_unflatten(td, leaves)
+            assert np.signbit(back.eps) == np.signbit(eps) and list(back.table) == list(keys)
+            assert type(next(iter(back.table))) is type(keys[0]) and back.extra == extra
+            assert back.pair[0] is m.pair[0] and back.pair[1][0] is m.pair[1][0] and back.pair[1][1] == 4
+            assert back.table[keys[0]] is m.table[keys[0]] and back.training is True
+
+
 def test_grad_returns_a_model_shaped_gradient_matching_the_tape():
     net, x = Net(), _x()
 
