@@ -74,7 +74,8 @@ def _check_indices(fn: str, target: Tensor, logits: Tensor, cdim: int, ignore_in
     if type(target) is not Tensor or not target.size:
         return False
     c = logits.shape[cdim]
-    lo, hi = int(xp.min(target)), int(xp.max(target))
+    host = target.numpy()  # one transfer (a view on CPU devices) for both bounds
+    lo, hi = int(host.min()), int(host.max())
     if 0 <= lo and hi < c and not lo <= ignore_index <= hi:  # the common case: two reductions
         return True
     bad = xp.logical_and(target != ignore_index, xp.logical_or(target < 0, target >= c))
