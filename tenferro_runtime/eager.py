@@ -46,6 +46,11 @@ class EvalTrace(Trace):
                     av = args[0]._aval
                     entry = av.device.dispatch(prim, av)
                     bufs = (args[0]._buf,)
+                elif n == 3:
+                    a, b, c = args
+                    av = a._aval
+                    entry = av.device.dispatch(prim, av, b._aval, c._aval)
+                    bufs = (a._buf, b._buf, c._buf)
                 else:
                     return self.run(prim, args, params)[0]
             except AttributeError:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError, TenferroError, TenferroIndexError
@@ -25,20 +23,29 @@ def check(module: Module, x: Any, expected: str, **kwargs: Any) -> None:
         raise
 
 
-@contextmanager
-def named_errors(module: Module) -> Iterator[None]:
-    """Prefix a functional op's error with the layer's path (once, at the innermost layer)."""
-    try:
-        yield
-    except (ArgumentError, ShapeError, DTypeError, TenferroIndexError) as err:
+class named_errors:  # noqa: N801  (used as a function: ``with named_errors(self):``)
+    """Prefix a functional op's error with the layer's path (once, at the innermost layer).
+    A class, not a generator context manager: it wraps every layer call."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module: Module):
+        self.module = module
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, err: Any, tb: Any) -> bool:
+        if err is None or not isinstance(err, (ArgumentError, ShapeError, DTypeError, TenferroIndexError)):
+            return False
         if getattr(err, _NAMED, False):
-            raise
+            return False
         try:
-            new = type(err)(f"{where(module)}: {err}")
+            new = type(err)(f"{where(self.module)}: {err}")
         except Exception:  # an error class with another constructor: keep it as it is
-            raise err from None
+            return False
         setattr(new, _NAMED, True)
-        raise new.with_traceback(err.__traceback__) from None
+        raise new.with_traceback(tb) from None
 
 
 def check_floating_input(module: Module, x: Any, expected: str = "of any shape") -> None:
