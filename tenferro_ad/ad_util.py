@@ -71,6 +71,14 @@ def zeros(aval: Aval) -> Any:
     return constant("zeros", False if aval.dtype is D.bool_ else 0, aval)
 
 
+def ones(aval: Aval) -> Any:
+    """A materialized tensor of ones of `aval` (a gradient's seed), from the constant memo."""
+    from tenferro_runtime.array_api._helpers import constant
+
+    one = True if aval.dtype is D.bool_ else 1.0 if aval.dtype.kind in "fc" else 1
+    return constant("ones", one, aval)
+
+
 def instantiate(t: Any) -> Any:
     """`t` itself, or zeros for a `Zero`."""
     return zeros(t.aval) if type(t) is Zero else t

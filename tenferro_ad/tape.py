@@ -23,7 +23,7 @@ from tenferro_runtime.graph import Graph, dead_code_elimination, eval_graph, tra
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor, copy_slots
 
-from .ad_util import add_tangents, instantiate
+from .ad_util import add_tangents, instantiate, ones
 from .api import _vjp_flat
 from .tape_backward import gradients
 
@@ -172,7 +172,7 @@ class GradientTape(tracing.Observer):
                     )
         self._used = True
         if seeds is None:
-            seeds = [xp.ones_like(t) for t in t_leaves]
+            seeds = [ones(t._aval) for t in t_leaves]
         grads = None
         if on_ready is None:
             with self.stop_recording():
