@@ -19,7 +19,7 @@ from tenferro_core.errors import ArgumentError, DTypeError, TenferroError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import tracing
 from tenferro_runtime.eager import params_key
-from tenferro_runtime.graph import Graph, dead_code_elimination, eval_graph, trace
+from tenferro_runtime.graph import Graph, Node, Var, dead_code_elimination, eval_graph, trace
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor, copy_slots
 
@@ -222,7 +222,7 @@ class GradientTape(tracing.Observer):
                 cache = caches.get(id(runtime))
                 if cache is None:
                     cache = caches[id(runtime)] = runtime.caches.get("tape_vjp", 4096)
-                grads = eval_graph(_vjp_graph(cache, prim, args, params, outs, live), *args, *cts)
+                grads = eval_graph(_vjp_graph(cache, prim, args, params, outs, live), *args, *cts, *outs)
                 i = 0
                 for a, is_live in zip(args, live):
                     if is_live:
@@ -265,8 +265,8 @@ def _as_list(out: Any) -> list:
 
 
 def _vjp_graph(cache: Any, prim: Any, args: tuple, params: dict, outs: tuple, live: tuple) -> Graph:
-    """The traced VJP of one primitive call: (*operands, *output cotangents) -> cotangents of
-    the `live` operands (the others are held fixed), cached per signature in `cache` (the
+    """The traced VJP of one primitive call: (*operands, *output cotangents, *outputs) ->
+    cotangents of the `live` operands (the others are held fixed), cached per signature in `cache` (the
     runtime's ``tape_vjp`` cache)."""
     avals = tuple([a._aval for a in args])
     key = (prim, avals, live, *params_key(prim, params))
@@ -291,4 +291,26 @@ def _build_vjp_graph(prim: Any, avals: tuple, params: dict, out_avals: tuple, li
         _, vjp_flat = _vjp_flat(call, [p for p, is_live in zip(primals, live) if is_live])
         return vjp_flat(list(cts))
 
-    return dead_code_elimination(trace(vjp_of_call, *avals, *out_avals))
+    graph = trace(vjp_of_call, *avals, *out_avals)
+    return dead_code_elimination(_outputs_as_inputs(graph, prim, params, n, out_avals))
+
+
+def _outputs_as_inputs(graph: Graph, prim: Any, params: dict, n: int, out_avals: tuple) -> Graph:
+    """`graph` with the recorded op's outputs as extra inputs: a node recomputing the op on the
+    operands themselves (a jvp rule's primal, log_softmax's output in its derivative) reads
+    the recorded outputs instead, and dead-code elimination drops it."""
+    ins = graph.inputs[:n]
+    key = params_key(prim, params)
+    outs = [Var(a) for a in out_avals]
+    swap: dict = {}
+    for node in graph.nodes:
+        if (node.prim is prim and node.inputs == ins and not swap
+                and params_key(prim, node.params) == key):
+            swap = dict(zip(node.outputs, outs))
+    if not swap:
+        return graph.replace(inputs=[*graph.inputs, *outs])
+    nodes = [nd if not any(v in swap for v in nd.inputs) else
+             Node(nd.prim, [swap.get(v, v) for v in nd.inputs], nd.params, nd.outputs, nd.site)
+             for nd in graph.nodes]
+    outputs = [swap.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]
+    return graph.replace(inputs=[*graph.inputs, *outs], nodes=nodes, outputs=outputs)

@@ -103,7 +103,7 @@ def _build(records: list, key: tuple, vjp_cache: Any, vjp_graph: Any) -> Graph:
                 continue
             cts = [xp.zeros_like(o) if c is None else c for o, c in zip(outs, cts)]
             args = [vals[a] for a in arg_slots]
-            grads = eval_graph(vjp_graph(vjp_cache, prim, args, params, outs, live), *args, *cts)
+            grads = eval_graph(vjp_graph(vjp_cache, prim, args, params, outs, live), *args, *cts, *outs)
             i = 0
             for a, is_live in zip(arg_slots, live):
                 if is_live:

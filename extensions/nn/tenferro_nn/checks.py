@@ -51,20 +51,15 @@ def number(owner: str, what: str, v: Any, *, low: float | None = 0.0, high: floa
            low_open: bool = False, high_open: bool = False, finite: bool = True) -> float:
     """`v` as a float, within [low, high] (an end is open with `low_open` / `high_open`, absent
     when None). NaN is always refused; an infinity unless ``finite=False`` and in range."""
-    if low is None and high is None:
-        want = "a finite number" if finite else "a number"
-    elif high is None:
-        want = f"a {'finite ' if finite else ''}number {'>' if low_open else '>='} {_fmt(low)}"
-    elif low is None:
-        want = f"a {'finite ' if finite else ''}number {'<' if high_open else '<='} {_fmt(high)}"
-    else:
-        want = f"a number in {'(' if low_open else '['}{_fmt(low)}, {_fmt(high)}{')' if high_open else ']'}"
+    def want() -> str:  # built only for a message
+        return _wanted(low, high, low_open, high_open, finite)
+
     if not is_number(v):
-        raise ArgumentError(f"{owner}: {what} must be {want}, got {_got(v)}")
+        raise ArgumentError(f"{owner}: {what} must be {want()}, got {_got(v)}")
     try:
         f = float(v)
     except OverflowError:  # an int too large for a float
-        raise HyperparameterError(f"{owner}: {what} must be {want}, got {v!r:.60} (too large for a "
+        raise HyperparameterError(f"{owner}: {what} must be {want()}, got {v!r:.60} (too large for a "
                                   f"float)") from None
     ok = not math.isnan(f) and (math.isfinite(f) or not finite)
     if ok and low is not None:
@@ -72,8 +67,18 @@ def number(owner: str, what: str, v: Any, *, low: float | None = 0.0, high: floa
     if ok and high is not None:
         ok = f < high if high_open else f <= high
     if not ok:
-        raise HyperparameterError(f"{owner}: {what} must be {want}, got {v!r:.60}")
+        raise HyperparameterError(f"{owner}: {what} must be {want()}, got {v!r:.60}")
     return f
+
+
+def _wanted(low: float | None, high: float | None, low_open: bool, high_open: bool, finite: bool) -> str:
+    if low is None and high is None:
+        return "a finite number" if finite else "a number"
+    if high is None:
+        return f"a {'finite ' if finite else ''}number {'>' if low_open else '>='} {_fmt(low)}"
+    if low is None:
+        return f"a {'finite ' if finite else ''}number {'<' if high_open else '<='} {_fmt(high)}"
+    return f"a number in {'(' if low_open else '['}{_fmt(low)}, {_fmt(high)}{')' if high_open else ']'}"
 
 
 def probability(owner: str, what: str, v: Any) -> float:
