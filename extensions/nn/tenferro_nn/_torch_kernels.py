@@ -39,16 +39,20 @@ def log_softmax(x: Any, *, axis: int) -> Any:
     return torch.log_softmax(x, axis)
 
 
-def nll(logp: Any, target: Any, *, axis: int, ignore_index: int) -> Any:
+_REDUCTION = {"none": 0, "mean": 1, "sum": 2}  # torch's Reduction enum
+
+
+def nll(logp: Any, target: Any, *, axis: int, ignore_index: int, reduction: str) -> Any:
     import torch
 
     if logp.numel() == 0:  # torch's nd form mis-sizes empty inputs: ([1, 0, 0, 0] vs [1, 1, 1])
-        return torch.zeros(target.shape, dtype=logp.dtype)
+        per = torch.zeros(target.shape, dtype=logp.dtype)
+        return per if reduction == "none" else per.sum() / (0 if reduction == "mean" else 1)
     if logp.ndim > 1 and axis != 1:
         logp = logp.movedim(axis, 1)
     if target.dtype is not torch.int64:
         target = target.long()
-    return torch.nn.functional.nll_loss(logp, target, reduction="none", ignore_index=ignore_index)
+    return torch.nn.functional.nll_loss(logp, target, reduction=reduction, ignore_index=ignore_index)
 
 
 def linear(x: Any, w: Any, b: Any) -> Any:
@@ -69,21 +73,26 @@ def log_softmax_cotangent(y: Any, c: Any, *, axis: int) -> Any:
     return torch._log_softmax_backward_data(c, y, axis, y.dtype)
 
 
-def nll_cotangent(ct: Any, target: Any, *, classes: int, axis: int, ignore_index: int) -> Any:
+def nll_cotangent(ct: Any, target: Any, *, classes: int, axis: int, ignore_index: int,
+                  reduction: str) -> Any:
     import torch
 
-    shape = (*ct.shape[:axis], classes, *ct.shape[axis:])
-    if ct.numel() == 0 or classes == 0:
+    shape = (*target.shape[:axis], classes, *target.shape[axis:])
+    if target.numel() == 0 or classes == 0:
         return torch.zeros(shape, dtype=ct.dtype)
-    one = _ONE.get(ct.dtype)
-    if one is None:
-        one = _ONE[ct.dtype] = torch.ones((), dtype=ct.dtype)
-    rows = torch.empty((ct.numel(), classes), dtype=ct.dtype)
-    g = torch.ops.aten.nll_loss_backward(ct.reshape(-1), rows, target.reshape(-1).long(), None, 0,
-                                         ignore_index, one)
-    if axis == ct.ndim:
+    flat = target.reshape(-1).long()
+    if reduction == "mean":
+        total = (flat != ignore_index).sum().to(ct.dtype)
+    else:
+        total = _ONE.get(ct.dtype)
+        if total is None:
+            total = _ONE[ct.dtype] = torch.ones((), dtype=ct.dtype)
+    rows = torch.empty((flat.numel(), classes), dtype=ct.dtype)
+    g = torch.ops.aten.nll_loss_backward(ct.reshape(-1) if reduction == "none" else ct, rows, flat, None,
+                                         _REDUCTION[reduction], ignore_index, total)
+    if axis == target.ndim:
         return g.reshape(shape)
-    return g.reshape(*ct.shape, classes).movedim(-1, axis).contiguous()
+    return g.reshape(*target.shape, classes).movedim(-1, axis).contiguous()
 
 
 KERNELS = {linear_p: linear, relu_p: relu, log_softmax_p: log_softmax, nll_p: nll,

@@ -21,7 +21,7 @@ from .checks import choice, integer, number
 from .functional import log_softmax
 from .functional._util import check_floating, check_tensor
 from .module import Module
-from .ops import call, hits, nll_p
+from .ops import call, hits, native, nll_p
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -102,7 +102,8 @@ def _nll_parts(logp: Tensor, target: Tensor, w: Tensor | None, ignore_index: int
     """(-w[y] logp[y] per element, the mean's denominator (the sum of w[y], 0 where ignored;
     None for the element count), the not-ignored mask (None: `every` target is a class))."""
     if w is None:
-        loss = call(nll_p, logp, target, traced=True, axis=cdim, ignore_index=ignore_index)
+        loss = call(nll_p, logp, target, traced=True, axis=cdim, ignore_index=ignore_index,
+                    reduction="none")
         if every:
             return loss, None, None
         valid = target != ignore_index
@@ -125,6 +126,8 @@ def nll_loss(input: Tensor, target: Tensor, *, weight: Tensor | None = None, ign
     target = check_tensor(fn, target, "target")
     every = _check_indices(fn, target, logp, cdim, ignore_index)
     w = _class_weight(fn, weight, logp, cdim)
+    if w is None and native(nll_p, logp, traced=True):  # one op, the reduction in the kernel
+        return nll_p.bind(logp, target, axis=cdim, ignore_index=ignore_index, reduction=reduction)
     loss, denom, _ = _nll_parts(logp, target, w, ignore_index, cdim, every)
     return _reduce(loss, reduction, denom)
 
@@ -147,6 +150,8 @@ def cross_entropy(input: Tensor, target: Tensor, *, weight: Tensor | None = None
     every = _check_indices(fn, target, logits, cdim, ignore_index)
     w = _class_weight(fn, weight, logits, cdim)
     logp = log_softmax(logits, cdim)
+    if w is None and eps == 0.0 and native(nll_p, logp, traced=True):
+        return nll_p.bind(logp, target, axis=cdim, ignore_index=ignore_index, reduction=reduction)
     loss, denom, valid = _nll_parts(logp, target, w, ignore_index, cdim, every)
     nll = _reduce(loss, reduction, denom)
     if eps == 0.0:

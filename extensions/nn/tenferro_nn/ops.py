@@ -25,7 +25,7 @@ from tenferro_ad.batching import batch_size, moveaxis, to_front
 from tenferro_core.catalog.cost import TRANSCENDENTAL_FLOPS, Cost, elementwise_rule, io_bytes
 from tenferro_core.errors import DTypeError, ShapeError
 from tenferro_core.extension import define_op
-from tenferro_core.params import p_int
+from tenferro_core.params import p_choice, p_int
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import lax, tracing
 from tenferro_runtime.tensor import Tensor
@@ -230,7 +230,11 @@ def log_softmax_ad_batch(op: Any) -> Any:
 
 
 # ---- nll: -logp[target] along the class axis ------------------------------------------------------
-def _nll_rule(logp: Any, target: Any, *, axis: int, ignore_index: int) -> tuple:
+REDUCTIONS = ("none", "sum", "mean")
+_NLL = {"axis": (p_int, None), "ignore_index": (p_int, -100), "reduction": (p_choice(*REDUCTIONS), "none")}
+
+
+def _nll_rule(logp: Any, target: Any, *, axis: int, ignore_index: int, reduction: str) -> tuple:
     name = "tenferro_nn.nll"
     _floating(name, logp)
     _axis(name, logp, axis)
@@ -238,9 +242,13 @@ def _nll_rule(logp: Any, target: Any, *, axis: int, ignore_index: int) -> tuple:
     if tuple(target.shape) != want:
         raise ShapeError(f"{name}: expected a target of shape {list(want)} (the input's without "
                          f"axis {axis}), got {list(target.shape)}")
+    _class_indices(name, target)
+    return (want if reduction == "none" else ()), logp.dtype
+
+
+def _class_indices(name: str, target: Any) -> None:
     if target.dtype.kind not in "iu":
         raise DTypeError(f"{name}: the target must hold integer class indices, got {target.dtype}")
-    return want, logp.dtype
 
 
 def hits(target: Any, c: int, axis: int, ignore_index: int) -> Any:
@@ -252,78 +260,108 @@ def hits(target: Any, c: int, axis: int, ignore_index: int) -> Any:
     return xp.logical_and(xp.expand_dims(target, axis=axis) == classes, valid)
 
 
-def nll_decomposition(logp: Any, target: Any, *, axis: int, ignore_index: int) -> Any:
+def _counted(target: Any, ignore_index: int, dtype: Any, axes: Any = None) -> Any:
+    """The number of targets that are not `ignore_index` (over `axes`; None: all), in `dtype`:
+    the mean's denominator (0 when all are ignored: the mean is NaN, as in PyTorch)."""
+    return xp.sum(xp.astype(target != ignore_index, dtype), axis=axes)
+
+
+def nll_decomposition(logp: Any, target: Any, *, axis: int, ignore_index: int, reduction: str) -> Any:
     hit = hits(target, logp.shape[axis], axis, ignore_index)
-    return -xp.sum(xp.where(hit, logp, 0.0), axis=axis)
+    per = -xp.sum(xp.where(hit, logp, 0.0), axis=axis)
+    if reduction == "none":
+        return per
+    total = xp.sum(per)
+    return total if reduction == "sum" else total / _counted(target, ignore_index, logp.dtype)
 
 
 nll_p = define_op(
-    "tenferro_nn.nll.v1", _nll_rule, nin=2, linear=(0,),
-    payload={"axis": (p_int, None), "ignore_index": (p_int, -100)},
-    decomposition=nll_decomposition,
-    doc="-logp[target] along the class axis, 0 where the target is ignore_index; targets must be "
-        "classes or ignore_index (tenferro_nn's losses check that first).")
+    "tenferro_nn.nll.v1", _nll_rule, nin=2, linear=(0,), payload=_NLL, decomposition=nll_decomposition,
+    doc="-logp[target] along the class axis, 0 where the target is ignore_index, then reduced "
+        "(none, sum, or mean over the targets not ignored); targets must be classes or "
+        "ignore_index (tenferro_nn's losses check that first).")
 
 
-def nll_transpose(ct: Any, logp: Any, target: Any, *, axis: int, ignore_index: int) -> tuple:
+def nll_transpose(ct: Any, logp: Any, target: Any, *, axis: int, ignore_index: int, reduction: str) -> tuple:
     if is_zero(ct):
         return Zero(logp.aval), None
     return nll_cotangent_p.bind(ct, target, classes=logp.aval.shape[axis], axis=axis,
-                                ignore_index=ignore_index), None
+                                ignore_index=ignore_index, reduction=reduction), None
 
 
-def nll_batch(args: tuple, dims: tuple, *, axis: int, ignore_index: int) -> tuple:
+def nll_batch(args: tuple, dims: tuple, *, axis: int, ignore_index: int, reduction: str) -> tuple:
+    """Per example: the unreduced loss, then its sum or mean over the example's targets."""
     size = batch_size(args, dims)
     logp, target = (to_front(x, d, size) for x, d in zip(args, dims))
-    return nll_p.bind(logp, target, axis=axis + 1, ignore_index=ignore_index), 0
+    per = nll_p.bind(logp, target, axis=axis + 1, ignore_index=ignore_index, reduction="none")
+    if reduction == "none":
+        return per, 0
+    rest = tuple(range(1, per.ndim))
+    total = xp.sum(per, axis=rest)
+    if reduction == "sum":
+        return total, 0
+    return total / _counted(target, ignore_index, logp.dtype, rest), 0
 
 
 def nll_cost(in_avals: tuple, out_avals: tuple, **params: Any) -> Cost:
-    return Cost(out_avals[0].size, io_bytes(in_avals[1:], out_avals) + out_avals[0].size
-                * in_avals[0].dtype.itemsize)
+    n = in_avals[1].size
+    return Cost(n, io_bytes(in_avals[1:], out_avals) + n * in_avals[0].dtype.itemsize)
 
 
-def _nll_cotangent_rule(ct: Any, target: Any, *, classes: int, axis: int, ignore_index: int) -> tuple:
+def _nll_cotangent_rule(ct: Any, target: Any, *, classes: int, axis: int, ignore_index: int,
+                        reduction: str) -> tuple:
     name = "tenferro_nn.nll_cotangent"
     _floating(name, ct)
-    if tuple(target.shape) != tuple(ct.shape):
-        raise ShapeError(f"{name}: expected a target of the cotangent's shape {list(ct.shape)}, "
-                         f"got {list(target.shape)}")
-    if target.dtype.kind not in "iu":
-        raise DTypeError(f"{name}: the target must hold integer class indices, got {target.dtype}")
-    if not 0 <= axis <= len(ct.shape):
-        raise ShapeError(f"{name}: axis {axis} is out of range for a {len(ct.shape) + 1}-d result; "
-                         f"expected 0 <= axis <= {len(ct.shape)}")
+    want = tuple(target.shape) if reduction == "none" else ()
+    if tuple(ct.shape) != want:
+        raise ShapeError(f"{name}: expected a cotangent of shape {list(want)} (the target's for "
+                         f"reduction none, else a scalar), got {list(ct.shape)}")
+    _class_indices(name, target)
+    if not 0 <= axis <= len(target.shape):
+        raise ShapeError(f"{name}: axis {axis} is out of range for a {len(target.shape) + 1}-d result; "
+                         f"expected 0 <= axis <= {len(target.shape)}")
     if classes < 0:
         raise ShapeError(f"{name}: classes must be >= 0, got {classes}")
-    return tuple(ct.shape[:axis]) + (classes,) + tuple(ct.shape[axis:]), ct.dtype
+    return tuple(target.shape[:axis]) + (classes,) + tuple(target.shape[axis:]), ct.dtype
 
 
-def nll_cotangent_decomposition(ct: Any, target: Any, *, classes: int, axis: int,
-                                ignore_index: int) -> Any:
+def nll_cotangent_decomposition(ct: Any, target: Any, *, classes: int, axis: int, ignore_index: int,
+                                reduction: str) -> Any:
+    if reduction != "none":
+        scale = ct if reduction == "sum" else ct / _counted(target, ignore_index, ct.dtype)
+        ct = xp.broadcast_to(scale, target.shape)
     hit = hits(target, classes, axis, ignore_index)
     return xp.where(hit, -xp.expand_dims(ct, axis=axis), 0.0)
 
 
 nll_cotangent_p = define_op(
     "tenferro_nn.nll_cotangent.v1", _nll_cotangent_rule, nin=2, linear=(0,),
-    payload={"classes": (p_int, None), "axis": (p_int, None), "ignore_index": (p_int, -100)},
-    decomposition=nll_cotangent_decomposition,
-    doc="-ct at each target's class along a new axis of size classes, 0 elsewhere and where the "
-        "target is ignore_index: the transpose of nll (torch's nll_loss backward).")
+    payload={"classes": (p_int, None), **_NLL}, decomposition=nll_cotangent_decomposition,
+    doc="-ct (over the count of targets not ignored, for the mean) at each target's class along a "
+        "new axis of size classes, 0 elsewhere and where the target is ignore_index: the "
+        "transpose of nll (torch's nll_loss backward).")
 
 
 def nll_cotangent_transpose(ct: Any, c: Any, target: Any, *, classes: int, axis: int,
-                            ignore_index: int) -> tuple:
+                            ignore_index: int, reduction: str) -> tuple:
     if is_zero(ct):
         return Zero(c.aval), None
-    return nll_p.bind(ct, target, axis=axis, ignore_index=ignore_index), None
+    return nll_p.bind(ct, target, axis=axis, ignore_index=ignore_index, reduction=reduction), None
 
 
-def nll_cotangent_batch(args: tuple, dims: tuple, *, classes: int, axis: int, ignore_index: int) -> tuple:
+def nll_cotangent_batch(args: tuple, dims: tuple, *, classes: int, axis: int, ignore_index: int,
+                        reduction: str) -> tuple:
+    """Per example: each example's scalar cotangent (over its count, for the mean) spread over
+    its targets, then the unreduced op."""
     size = batch_size(args, dims)
     ct, target = (to_front(x, d, size) for x, d in zip(args, dims))
-    return nll_cotangent_p.bind(ct, target, classes=classes, axis=axis + 1, ignore_index=ignore_index), 0
+    if reduction != "none":
+        rest = tuple(range(1, target.ndim))
+        if reduction == "mean":
+            ct = ct / _counted(target, ignore_index, ct.dtype, rest)
+        ct = xp.broadcast_to(xp.reshape(ct, (size,) + (1,) * len(rest)), target.shape)
+    return nll_cotangent_p.bind(ct, target, classes=classes, axis=axis + 1, ignore_index=ignore_index,
+                                reduction="none"), 0
 
 
 # ---- linear: x @ w.T + b ----------------------------------------------------------------------------
@@ -412,6 +450,6 @@ RULES = [
 """(kind, op, rule) for the plugin to register; nll and nll_cotangent are linear in their
 first operand, so their jvp is derived."""
 
-__all__ = ["OPS", "RULES", "call", "hits", "linear_p", "log_softmax_cotangent_p", "log_softmax_p",
-           "log_softmax_tangent_p", "native", "nll_cotangent_p", "nll_p", "relu_p", "relu_tangent_p",
-           "shifted"]
+__all__ = ["OPS", "REDUCTIONS", "RULES", "call", "hits", "linear_p", "log_softmax_cotangent_p",
+           "log_softmax_p", "log_softmax_tangent_p", "native", "nll_cotangent_p", "nll_p", "relu_p",
+           "relu_tangent_p", "shifted"]

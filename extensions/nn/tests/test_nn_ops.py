@@ -109,16 +109,21 @@ def test_nll_matches_numpy(backend_device, shape, data, transpose):
         tgt = np.full(rest, ignore)
     elif tgt.size:
         tgt.flat[0] = ignore
+    reduction = data.draw(st.sampled_from(["none", "sum", "mean"])) if data else "none"
     x = _tensor(a, dtype, transpose)
     target = xp.asarray(tgt.astype(tdtype))
-    got = nll_p.bind(x, target, axis=axis, ignore_index=ignore)
-    assert got.dtype is x.dtype and got.shape == rest
+    got = nll_p.bind(x, target, axis=axis, ignore_index=ignore, reduction=reduction)
+    assert got.dtype is x.dtype and got.shape == (rest if reduction == "none" else ())
     xv = _host(x).astype(np.float64)
     safe = np.where(tgt == ignore, 0, tgt)
     picked = np.take_along_axis(xv, np.expand_dims(safe, axis), axis=axis).squeeze(axis) if c else \
         np.zeros(rest)
     want = np.where(tgt == ignore, 0.0, -picked)
-    np.testing.assert_allclose(_host(got), want, rtol=TOL[dtype], atol=TOL[dtype])
+    if reduction != "none":
+        with np.errstate(invalid="ignore"):  # every target ignored: the mean is 0/0
+            want = want.sum() / (np.sum(tgt != ignore) if reduction == "mean" else 1)
+    tol = TOL[dtype] * (1 if reduction == "none" else max(want.size, 4))
+    np.testing.assert_allclose(_host(got), want, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("shape", [(0, 0, 0), (2, 3, 2), (3, 4), (1, 0, 1), (0, 1, 1)])

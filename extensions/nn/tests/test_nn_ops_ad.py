@@ -105,14 +105,20 @@ def test_nll_cotangent_matches_numpy(backend_device, shape, data):
     tgt = rng.integers(0, max(classes, 1), size=shape) if classes else np.full(shape, ignore)
     if tgt.size:
         tgt.flat[0] = ignore
-    ct = _tensor(rng.normal(size=shape), dtype, transpose)
+    reduction = data.draw(st.sampled_from(["none", "sum", "mean"])) if data else "none"
+    ct = _tensor(rng.normal(size=shape if reduction == "none" else ()), dtype, transpose)
     target = xp.asarray(np.asarray(tgt).astype(tdtype))
-    got = nll_cotangent_p.bind(ct, target, classes=classes, axis=axis, ignore_index=ignore)
+    got = nll_cotangent_p.bind(ct, target, classes=classes, axis=axis, ignore_index=ignore,
+                               reduction=reduction)
     want_shape = shape[:axis] + (classes,) + shape[axis:]
     assert got.dtype is ct.dtype and got.shape == want_shape
     hit = np.expand_dims(tgt, axis) == np.arange(classes).reshape((classes,) + (1,) * (len(shape) - axis))
-    want = np.where(hit & np.expand_dims(tgt != ignore, axis), -np.expand_dims(_host(ct), axis), 0.0)
-    np.testing.assert_array_equal(_host(got), want)
+    scale = np.broadcast_to(_host(ct), shape)
+    if reduction == "mean":
+        scale = scale / max(np.sum(tgt != ignore), 1)  # no target counted: nothing is hit
+    want = np.where(hit & np.expand_dims(tgt != ignore, axis), -np.expand_dims(scale, axis), 0.0)
+    tol = 0 if reduction != "mean" else TOL[dtype]
+    np.testing.assert_allclose(_host(got), want, rtol=tol, atol=tol)
 
 
 def _rand(*shape, seed=0):
@@ -134,6 +140,10 @@ def test_transposes_satisfy_the_dot_product_identity(backend_device):
             (lambda v: log_softmax_cotangent_p.bind(y, v, axis=0), t),
             (lambda v: nll_p.bind(v, target, axis=1, ignore_index=-100), t),
             (lambda v: nll_cotangent_p.bind(v, target, classes=5, axis=1, ignore_index=-100), _rand(4))]
+    for r in ("sum", "mean"):
+        maps += [(lambda v, r=r: nll_p.bind(v, target, axis=1, ignore_index=-100, reduction=r), t),
+                 (lambda v, r=r: nll_cotangent_p.bind(v, target, classes=5, axis=1, ignore_index=-100,
+                                                      reduction=r), _rand())]
     for f, v in maps:
         out, back = vjp(f, v)
         c = _rand(*out.shape, seed=2)
@@ -156,6 +166,11 @@ def test_jvp_rules_match_finite_differences_to_second_order(backend_device):
     target = xp.asarray(np.array([3, -100, 0]))
     check_grads(lambda c: nll_cotangent_p.bind(c, target, classes=4, axis=1, ignore_index=-100),
                 (_rand(3),), **kw)
+    for r in ("sum", "mean"):
+        check_grads(lambda c, r=r: nll_cotangent_p.bind(c, target, classes=4, axis=1, ignore_index=-100,
+                                                        reduction=r), (_rand(),), **kw)
+        check_grads(lambda z, r=r: nll_p.bind(log_softmax_p.bind(z, axis=1), target, axis=1,
+                                              ignore_index=-100, reduction=r), (x,), **kw)
 
 
 def test_batch_rules(backend_device):
@@ -173,6 +188,17 @@ def test_batch_rules(backend_device):
         exs = list(zip(cs if in_axes[0] is not None else cs[:1] * 3,
                        ts if in_axes[1] is not None else ts[:1] * 3))
         check_vmap(f, exs, in_axes)
+    for r in ("sum", "mean"):
+        g = lambda c, t, r=r: nll_cotangent_p.bind(c, t, classes=4, axis=1, ignore_index=-100,  # noqa: E731
+                                                   reduction=r)
+        h = lambda z, t, r=r: nll_p.bind(z, t, axis=1, ignore_index=-100, reduction=r)  # noqa: E731
+        for in_axes in ((0, 0), (None, 0), (0, None)):
+            exs = list(zip([_rand(seed=s) for s in range(3)] if in_axes[0] is not None else [_rand()] * 3,
+                           ts if in_axes[1] is not None else ts[:1] * 3))
+            check_vmap(g, exs, in_axes)
+            zs = list(zip(xs if in_axes[0] is not None else xs[:1] * 3,
+                          ts if in_axes[1] is not None else ts[:1] * 3))
+            check_vmap(h, zs, in_axes)
 
 
 def test_shape_rules_raise_typed_errors(backend_device):
@@ -185,7 +211,7 @@ def test_shape_rules_raise_typed_errors(backend_device):
     with pytest.raises(ShapeError, match="axis 2 is out of range"):
         log_softmax_tangent_p.bind(x, t, axis=2)
     target = xp.asarray(np.array([0, 1, 2]))
-    with pytest.raises(ShapeError, match="cotangent's shape"):
+    with pytest.raises(ShapeError, match="expected a cotangent of shape"):
         nll_cotangent_p.bind(_rand(2), target, classes=4, axis=1, ignore_index=-100)
     with pytest.raises(DTypeError, match="integer class indices"):
         nll_cotangent_p.bind(_rand(3), _rand(3), classes=4, axis=1, ignore_index=-100)
