@@ -15,6 +15,9 @@ import scipy.special
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
+from nn_ops_helpers import dtypes_of as _dtypes
+from nn_ops_helpers import host as _host
+from nn_ops_helpers import tensor as _tensor
 
 import tenferro_nn as nn
 import tenferro_nn.functional as F
@@ -36,28 +39,7 @@ from tenferro_runtime import array_api as xp
 from tenferro_runtime import compile, default_runtime
 from tenferro_runtime.graph import trace
 
-FLOATS = ("float16", "bfloat16", "float32", "float64")
 TOL = {"float16": 2e-3, "bfloat16": 2e-2, "float32": 2e-6, "float64": 1e-13}
-
-
-def _dtypes(device: str) -> list[str]:
-    have = {d.name for d in default_runtime().device(device).dtypes}
-    return [d for d in FLOATS if d in have]
-
-
-def _host(t) -> np.ndarray:
-    return np.asarray(xp.astype(t, D.float64).numpy()) if t.dtype.name == "bfloat16" else t.numpy()
-
-
-def _tensor(a: np.ndarray, dtype: str, transpose: bool):
-    """`a` in `dtype` on the default device; with `transpose`, a transposed (non-contiguous)
-    view of the transposed values, so the values are `a`'s."""
-    if transpose and a.ndim >= 2:
-        t = xp.asarray(np.ascontiguousarray(np.swapaxes(a, 0, 1)))
-        t = xp.permute_dims(t, (1, 0) + tuple(range(2, a.ndim)))
-    else:
-        t = xp.asarray(a)
-    return xp.astype(t, getattr(D, dtype))
 
 
 shapes = st.lists(st.integers(0, 5), min_size=1, max_size=3).map(tuple)

@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
+from nn_ops_helpers import dtypes_of as _dtypes
+from nn_ops_helpers import host as _host
+from nn_ops_helpers import tensor as _tensor
 
 from tenferro_ad import vjp
 from tenferro_ad.testing import check_grads, check_vmap
@@ -27,28 +30,8 @@ from tenferro_nn.ops import (
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import default_runtime
 
-FLOATS = ("float16", "bfloat16", "float32", "float64")
 TOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 2e-6, "float64": 1e-13}
 shapes = st.lists(st.integers(0, 5), min_size=1, max_size=3).map(tuple)
-
-
-def _dtypes(device: str) -> list[str]:
-    have = {d.name for d in default_runtime().device(device).dtypes}
-    return [d for d in FLOATS if d in have]
-
-
-def _host(t) -> np.ndarray:
-    return np.asarray(xp.astype(t, D.float64).numpy())
-
-
-def _tensor(a: np.ndarray, dtype: str, transpose: bool):
-    """`a` in `dtype`; with `transpose`, a non-contiguous (transposed) view holding `a`'s values."""
-    if transpose and a.ndim >= 2:
-        t = xp.asarray(np.ascontiguousarray(np.swapaxes(a, 0, 1)))
-        t = xp.permute_dims(t, (1, 0) + tuple(range(2, a.ndim)))
-    else:
-        t = xp.asarray(a)
-    return xp.astype(t, getattr(D, dtype))
 
 
 def _draw(data, device, shape):
