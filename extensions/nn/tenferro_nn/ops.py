@@ -1,17 +1,22 @@
-"""Three of tenferro-nn's functions as ops, for eager calls on backends with a native kernel.
+"""tenferro-nn's functions as ops where a backend has one kernel for their composition.
 
-`relu`, `log_softmax` and the class-index negative log-likelihood are compositions of core
-primitives: ``relu`` is 6 primitive calls, ``cross_entropy`` about 45, each a Python dispatch
-of 5-20 us where the backend's own kernel (torch's ``threshold``, ``log_softmax``,
-``nll_loss``) does the whole thing in one call of a few us. Each op below is such a
-composition defined as one op (its decomposition is the composition), with a jvp rule
-written in core primitives, so a gradient tape records one op and its backward graph
-holds core primitives only.
+`linear`, `relu`, `log_softmax` and the class-index negative log-likelihood are compositions
+of core primitives: ``relu`` is 6 primitive calls, ``cross_entropy`` about 45, each a Python
+dispatch of 5-20 us where the backend's own kernel (torch's ``addmm``, ``threshold``,
+``log_softmax``, ``nll_loss``) does the whole thing in one call of a few us. Each op below
+has the composition as its decomposition, and batch and cost rules.
 
-The functions bind an op only where `native` says so: an eager call (no trace active; a
-gradient tape or energy monitor may observe) on a device with a kernel for it. Traced code
-(`compile`, `vmap`, `jvp`, ONNX export) and devices without a kernel (numpy) get the
-composition itself, so graphs and their passes see core primitives, as before.
+Their derivatives are ops too, so a backward graph runs the backend's backward kernels (as
+PyTorch's autograd does): each is linear in its tangent, with a transpose rule naming the
+other (``relu_tangent`` is its own transpose, torch's ``threshold_backward``;
+``log_softmax_tangent``/``log_softmax_cotangent``, the latter torch's
+``_log_softmax_backward_data``; ``nll``, linear in logp, and ``nll_cotangent``, torch's
+``nll_loss_backward``), and jvp rules for their other operand, so every order works.
+
+The functions bind an op where `native` says so: the operand's device has a kernel for it,
+for an eager call (``relu``: the compile pipeline's torch fusion already makes threshold
+kernels of its composition) or in a trace too (``call(..., traced=True)``: linear,
+log_softmax, the NLL). Devices without a kernel (numpy) get the composition itself.
 """
 
 from __future__ import annotations

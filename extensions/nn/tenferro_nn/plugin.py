@@ -1,7 +1,7 @@
 """Entry point of tenferro-nn. Its layers, losses and optimizers are compositions of core
-primitives (traced, differentiated and compiled like user code); three of those
-compositions (relu, log_softmax, the class-index negative log-likelihood) are also ops with
-torch kernels, which eager calls on torch devices run in one call (`tenferro_nn.ops`)."""
+primitives (traced, differentiated and compiled like user code); four of those compositions
+(linear, relu, log_softmax, the class-index negative log-likelihood) and their derivatives
+are also ops with torch kernels, which torch devices run in one call each (`tenferro_nn.ops`)."""
 
 from __future__ import annotations
 
