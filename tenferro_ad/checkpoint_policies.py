@@ -28,8 +28,9 @@ def everything_saveable(prim: Any, *avals: Any, **params: Any) -> bool:
 
 
 def dots_saveable(prim: Any, *avals: Any, **params: Any) -> bool:
-    """Save the results of contractions (dot_general, conv_general); recompute the cheap rest."""
-    return prim.name in DOTS
+    """Save the results of contractions (dot_general, conv_general, and extension ops of that
+    category: tenferro_nn's linear); recompute the cheap rest."""
+    return prim.name in DOTS or prim.category == "contraction"
 
 
 def dots_with_no_batch_dims_saveable(prim: Any, *avals: Any, **params: Any) -> bool:

@@ -390,6 +390,7 @@ def linear_decomposition(x: Any, w: Any, b: Any) -> Any:
 
 
 linear_p = define_op("tenferro_nn.linear.v1", _linear_rule, nin=3, decomposition=linear_decomposition,
+                     category="contraction",
                      doc="x @ w.T + b for x (..., in), w (out, in), b (out,) (torch's addmm).")
 
 

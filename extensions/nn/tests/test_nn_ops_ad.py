@@ -243,3 +243,6 @@ def test_linear_rules(backend_device):
     avals = (Aval((8, 4), D.float32, dev), Aval((5, 4), D.float32, dev), Aval((5,), D.float32, dev))
     cost = default_runtime().rule("cost", linear_p)(avals, (Aval((8, 5), D.float32, dev),))
     assert cost.flops == 2 * 8 * 5 * 4 + 40
+    from tenferro_ad.checkpoint_policies import dots_saveable
+
+    assert dots_saveable(linear_p) and not dots_saveable(relu_tangent_p)  # a contraction, saved by remat
