@@ -290,7 +290,7 @@ class Compiled:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key, tensors = self._key(args, kwargs)
-        callee, rebuild_out = self._entry(key, args, kwargs)
+        callee, rebuild_out, donated = self._entry(key, args, kwargs)
         try:
             stack = interpreters()
             if stack is BOTTOM:  # concrete values only
@@ -302,11 +302,11 @@ class Compiled:
         except EnergyBudgetExceeded:  # refused before it ran: every tensor is whole
             raise
         except BaseException:
-            if self.donate_argnums:  # a donated buffer may hold part of the results now
-                invalidate(args, self.donate_argnums, (), FailedDonationTensor)
+            if donated:  # a donated buffer may hold part of the results now
+                invalidate([tensors[k] for k in donated], (), FailedDonationTensor)
             raise
-        if self.donate_argnums:
-            invalidate(args, self.donate_argnums, outs, DonatedTensor)
+        if donated:
+            invalidate([tensors[k] for k in donated], outs, DonatedTensor)
         return rebuild_out(outs)
 
 
@@ -335,9 +335,25 @@ class Compiled:
         donated = tuple(sorted({j for i in self.donate_argnums for j in self._leaf_indices(
             i, args, positions, leaves, treedef)}))
         callee = Callee(graph, self.__name__, self.passes, donated, self.backend)
-        entry = (callee, unflattener(out_tree[0]))
+        entry = (callee, unflattener(out_tree[0]), self._donated_positions(args, positions))
         self._cache.put(key, entry)
         return entry
+
+    def _donated_positions(self, args: tuple, positions: list) -> tuple[int, ...]:
+        """Indices (among the tensor inputs) of the tensors the donated arguments hold, by
+        where their leaves sit in the flattened call (every call of this signature has the same
+        layout), so a call invalidates them without flattening its arguments again."""
+        if not self.donate_argnums:
+            return ()
+        spans, start = [], 0
+        for i, a in enumerate(args):
+            if i in self.static_argnums:
+                continue
+            n = len(tree_flatten(a)[0])
+            if i in self.donate_argnums:
+                spans.append((start, start + n))
+            start += n
+        return tuple(k for k, pos in enumerate(positions) if any(lo <= pos < hi for lo, hi in spans))
 
     def _leaf_indices(self, argnum: int, args: tuple, positions: list, leaves: list, treedef: Any) -> list:
         """Indices (among the tensor inputs of the graph) of the tensors of positional argument

@@ -6,7 +6,6 @@ from typing import Any
 
 from tenferro_core.errors import ArgumentError
 
-from .pytree import tree_flatten
 from .tensor import Tensor
 
 _BUF = Tensor.__dict__["_buf"]
@@ -36,16 +35,14 @@ class FailedDonationTensor(DonatedTensor):
             "(or keep a copy before calling), or don't donate it")
 
 
-def invalidate(args: tuple, argnums: tuple, keep: Any, cls: type) -> None:
-    """Make the tensors of positional arguments `argnums` instances of `cls` (no buffer),
-    except those among `keep` (outputs that are an input as it was)."""
+def invalidate(tensors: list, keep: Any, cls: type) -> None:
+    """Make `tensors` (those of the donated arguments) instances of `cls` (no buffer), except
+    those among `keep` (outputs that are an input as it was)."""
     kept = {id(o) for o in keep}
-    for i in argnums:
-        if i < len(args):
-            for t in tree_flatten(args[i])[0]:
-                if type(t) is Tensor and id(t) not in kept:
-                    _BUF.__delete__(t)
-                    t.__class__ = cls
+    for t in tensors:
+        if type(t) is Tensor and id(t) not in kept:
+            _BUF.__delete__(t)
+            t.__class__ = cls
 
 
 __all__ = ["DonatedTensor", "FailedDonationTensor", "invalidate"]

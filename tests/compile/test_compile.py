@@ -156,6 +156,22 @@ def test_donated_tensors_are_unusable_afterwards():
     np.testing.assert_array_equal(y.numpy(), np.ones(4))  # not donated: untouched
 
 
+def test_donation_invalidates_exactly_the_donated_arguments_on_every_call():
+    """The donated arguments' tensors are found by where they sit in the call (after a static
+    argument, a pytree before them, a NumPy leaf); each call of the signature invalidates its
+    own donated tensors and no other."""
+    c = tr.compile(lambda s, a, b, d: ({k: v * s for k, v in a.items()}, [t + d for t in b]),
+                   static_argnums=0, donate_argnums=(2,))
+    for _ in range(3):  # the first call traces; the others take the cached positions
+        a = {"p": _t(np.ones(2)), "q": _t(np.zeros(3))}
+        b = [_t(np.arange(2.0)), _t(np.arange(3.0))]
+        out_a, out_b = c(2.0, a, b, np.ones(1))
+        assert all(type(t) is DonatedTensor for t in b)
+        assert all(type(t) is not DonatedTensor for t in a.values())
+        np.testing.assert_array_equal(out_b[1].numpy(), np.arange(3.0) + 1)
+        np.testing.assert_array_equal(a["p"].numpy(), np.ones(2))
+
+
 def test_threads_share_one_compiled_function():
     c = tr.compile(lambda x: xp.sum(xp.tanh(x)))
     start = threading.Event()
