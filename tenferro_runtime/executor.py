@@ -141,16 +141,21 @@ def default_executor(runtime: Any, device: Any) -> str | None:
     return None
 
 
+def chosen_executor(device: Any, executor: str | None) -> str | None:
+    """The registered executor that runs a graph on `device`: the one `compile(...,
+    backend=)` named, else the device's default; None for the plan executor."""
+    if device is None or executor == "plan":
+        return None
+    return executor if executor is not None else default_executor(device.runtime, device)
+
+
 def decomposed_for(graph: Graph, executor: str | None) -> frozenset:
     """The primitive categories whose extension-op decompositions are inlined in `graph`
     before the passes: those the executor that will run it registered (`add_executor`'s
     `decompose`); empty for the plan executor."""
     device = graph_device(graph)
-    if device is None or executor == "plan":
-        return frozenset()
-    runtime = device.runtime
-    name = executor if executor is not None else default_executor(runtime, device)
-    return runtime.executor_decompose.get(name, frozenset()) if name is not None else frozenset()
+    name = chosen_executor(device, executor)
+    return device.runtime.executor_decompose.get(name, frozenset()) if name is not None else frozenset()
 
 
 def _try(build: Any, graph: Graph, device: Any, who: str) -> Any:
@@ -170,7 +175,7 @@ def build_executable(graph: Graph, executor: str | None = None) -> Any:
     device = graph_device(graph)
     if device is not None and executor != "plan":
         runtime = device.runtime
-        name = executor if executor is not None else default_executor(runtime, device)
+        name = chosen_executor(device, executor)
         if name is not None:
             check_executor(runtime, name)
             fn = _try(runtime.executors[name][0], graph, device, f"executor {name!r}")
@@ -188,4 +193,5 @@ def build_executable(graph: Graph, executor: str | None = None) -> Any:
 
 
 __all__ = ["BackendCompileWarning", "BackendExecutable", "NodeByNode", "PlanExecutable",
-           "build_executable", "check_executor", "decomposed_for", "default_executor", "graph_device"]
+           "build_executable", "check_executor", "chosen_executor", "decomposed_for", "default_executor",
+           "graph_device"]

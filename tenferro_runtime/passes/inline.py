@@ -23,9 +23,10 @@ def inline_calls(graph: Graph) -> Graph:
 
 
 def _emit(body: list[Node], env: dict, fresh: bool, nodes: list[Node], consts: dict,
-          memo: dict) -> None:
+          memo: dict, site: str | None = None) -> None:
     """Append `body` to `nodes` with its vars renamed by `env` (fresh outputs when `fresh`),
-    calls expanded in place; `memo` maps id(tensor) -> (its outer const var, tensor)."""
+    calls expanded in place; `memo` maps id(tensor) -> (its outer const var, tensor). With
+    `site`, every appended node takes it (a decomposition's nodes, the op's call site)."""
     for n in body:
         ins = [env.get(v, v) for v in n.inputs]
         if n.prim is not call_p:
@@ -33,18 +34,26 @@ def _emit(body: list[Node], env: dict, fresh: bool, nodes: list[Node], consts: d
             if fresh:
                 outs = [Var(v.aval) for v in n.outputs]
                 env.update(zip(n.outputs, outs))
-            nodes.append(n if not fresh and ins == n.inputs else Node(n.prim, ins, n.params, outs, n.site))
+            nodes.append(n if not fresh and ins == n.inputs and site is None
+                         else Node(n.prim, ins, n.params, outs, site or n.site))
             continue
-        callee = n.params["fn"].graph
-        inner: dict[Var, Any] = dict(zip(callee.inputs, ins))
-        for v, value in callee.consts.items():
-            inner[v] = _const_var(v, value, consts, memo)
-        _emit(callee.nodes, inner, True, nodes, consts, memo)
-        for o, res in zip(n.outputs, callee.outputs):
-            if isinstance(res, Var):
-                env[o] = inner[res]
-            else:  # a literal output value: it becomes a constant of the outer graph
-                env[o] = _const_var(o, res, consts, memo)
+        _splice(n.params["fn"].graph, ins, n.outputs, env, nodes, consts, memo, site)
+
+
+def _splice(body: Graph, ins: list, outs: list, env: dict, nodes: list[Node], consts: dict,
+            memo: dict, site: str | None = None) -> None:
+    """Append `body` (a callee, a traced decomposition) applied to `ins`, with fresh vars, its
+    constants made constants of the outer graph; `env` maps `outs` (the outputs of the node it
+    replaces) to its results."""
+    inner: dict[Var, Any] = dict(zip(body.inputs, ins))
+    for v, value in body.consts.items():
+        inner[v] = _const_var(v, value, consts, memo)
+    _emit(body.nodes, inner, True, nodes, consts, memo, site)
+    for o, res in zip(outs, body.outputs):
+        if isinstance(res, Var):
+            env[o] = inner[res]
+        else:  # a literal output value: it becomes a constant of the outer graph
+            env[o] = _const_var(o, res, consts, memo)
 
 
 FUSABLE = frozenset({"elementwise", "broadcast", "reduction", "structural"})
@@ -56,14 +65,11 @@ def inline_decompositions(graph: Graph, categories: frozenset = FUSABLE) -> Grap
     executor that generates kernels from core primitives (Triton's rows and elementwise
     groups), an op such as tenferro_nn's log_softmax, opaque to it, becomes code it can fuse.
     Other nodes (no decomposition, or one with products, loops, indexing) stay as they are."""
-    from ..graph import trace
-
     bodies: dict[int, Graph] = {}
     for i, n in enumerate(graph.nodes):
         if n.prim.family and n.prim.decomposition is not None and not n.prim.effects:
             try:
-                body = inline_decompositions(trace(_decomposition(n), *[v.aval for v in n.inputs]),
-                                             categories)
+                body = inline_decompositions(decomposition_graph(n), categories)
             except Exception:  # a decomposition that does not trace here: keep the op
                 continue
             if all(m.prim.category in categories for m in body.nodes):
@@ -79,25 +85,20 @@ def inline_decompositions(graph: Graph, categories: frozenset = FUSABLE) -> Grap
         body = bodies.get(i)
         if body is None:
             nodes.append(n if ins == n.inputs else Node(n.prim, ins, n.params, n.outputs, n.site))
-            continue
-        inner: dict[Var, Any] = dict(zip(body.inputs, ins))
-        for v, value in body.consts.items():
-            inner[v] = _const_var(v, value, consts, memo)
-        for m in body.nodes:
-            outs = [Var(v.aval) for v in m.outputs]
-            inner.update(zip(m.outputs, outs))
-            nodes.append(Node(m.prim, [inner.get(v, v) for v in m.inputs], m.params, outs, n.site))
-        for o, res in zip(n.outputs, body.outputs):
-            env[o] = inner.get(res, res) if isinstance(res, Var) else _const_var(o, res, consts, memo)
+        else:
+            _splice(body, ins, n.outputs, env, nodes, consts, memo, n.site)
     outputs = [env.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]
     return graph.replace(nodes=nodes, outputs=outputs, consts=consts)
 
 
-def _decomposition(n: Node) -> Any:
-    def fn(*xs: Any) -> Any:
-        return n.prim.decomposition(*xs, **n.params)
+def decomposition_graph(node: Node) -> Graph:
+    """The decomposition of `node`'s op, with its params, traced on its operands' avals."""
+    from ..graph import trace
 
-    return fn
+    def decomposition(*xs: Any) -> Any:
+        return node.prim.decomposition(*xs, **node.params)
+
+    return trace(decomposition, *[v.aval for v in node.inputs])
 
 
 def _const_var(v: Var, value: Any, consts: dict, memo: dict) -> Var:
@@ -110,4 +111,4 @@ def _const_var(v: Var, value: Any, consts: dict, memo: dict) -> Var:
     return hit[0]
 
 
-__all__ = ["FUSABLE", "inline_calls", "inline_decompositions"]
+__all__ = ["FUSABLE", "decomposition_graph", "inline_calls", "inline_decompositions"]

@@ -303,12 +303,10 @@ class _Lowerer:
             return "it has neither a torch kernel nor a decomposition"
         if depth >= _MAX_DEPTH:
             return f"its decomposition nests deeper than {_MAX_DEPTH} levels"
-        from tenferro_runtime.graph import trace
+        from tenferro_runtime.passes.inline import decomposition_graph
 
-        params = node.params
         try:
-            inner = trace(lambda *xs: prim.decomposition(*xs, **params),
-                          *[v.aval for v in node.inputs])
+            inner = decomposition_graph(node)
         except TenferroError as exc:
             return (f"it has no torch kernel and its decomposition does not trace "
                     f"({type(exc).__name__}: {exc})")

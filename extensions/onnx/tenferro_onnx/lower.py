@@ -88,12 +88,9 @@ def rule_for(name: str) -> Any:
 def _decomposed(b: Builder, node: Any, ins: list[str]) -> list[str]:
     """An extension op (tenferro_nn's log_softmax and nll in a graph traced on torch) as its
     decomposition into core primitives, traced on the node's operands and inlined."""
-    from tenferro_runtime.graph import trace
+    from tenferro_runtime.passes.inline import decomposition_graph
 
-    def decomposition(*xs: Any) -> Any:
-        return node.prim.decomposition(*xs, **node.params)
-
-    graph = trace(decomposition, *[v.aval for v in node.inputs])
+    graph = decomposition_graph(node)
     return lower_graph(b, graph, dict(zip(graph.inputs, ins)))
 
 
