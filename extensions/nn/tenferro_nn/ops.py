@@ -27,6 +27,7 @@ from typing import Any
 from tenferro_ad import stop_gradient
 from tenferro_ad.ad_util import Zero, add_tangents, instantiate, is_zero
 from tenferro_ad.batching import batch_size, moveaxis, to_front
+from tenferro_ad.rules.batching import axes_rule, elementwise
 from tenferro_core.catalog.cost import TRANSCENDENTAL_FLOPS, Cost, elementwise_rule, io_bytes
 from tenferro_core.errors import DTypeError, ShapeError
 from tenferro_core.extension import define_op
@@ -90,10 +91,6 @@ def relu_jvp(primals: tuple, tangents: tuple) -> tuple:
     return relu_p.bind(x), relu_tangent_p.bind(x, t)
 
 
-def relu_batch(args: tuple, dims: tuple) -> tuple:
-    return relu_p.bind(args[0]), dims[0]
-
-
 def _relu_tangent_rule(x: Any, t: Any) -> tuple:
     _floating("tenferro_nn.relu_tangent", x)
     _same("tenferro_nn.relu_tangent", x, t)
@@ -119,12 +116,6 @@ def relu_tangent_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 def relu_tangent_transpose(ct: Any, x: Any, t: Any) -> tuple:
     return None, Zero(t.aval) if is_zero(ct) else relu_tangent_p.bind(x, ct)
-
-
-def relu_tangent_batch(args: tuple, dims: tuple) -> tuple:
-    size = batch_size(args, dims)
-    x, t = (to_front(a, d, size) for a, d in zip(args, dims))
-    return relu_tangent_p.bind(x, t), 0
 
 
 # ---- log_softmax --------------------------------------------------------------------------------
@@ -159,11 +150,6 @@ def log_softmax_jvp(primals: tuple, tangents: tuple, *, axis: int) -> tuple:
     (x,), (t,) = primals, tangents
     y = log_softmax_p.bind(x, axis=axis)
     return y, log_softmax_tangent_p.bind(y, t, axis=axis)
-
-
-def log_softmax_batch(args: tuple, dims: tuple, *, axis: int) -> tuple:
-    x = moveaxis(args[0], dims[0], 0)
-    return log_softmax_p.bind(x, axis=axis + 1), 0
 
 
 def _log_softmax_ad_rule(name: str) -> Any:
@@ -436,11 +422,11 @@ OPS = (linear_p, relu_p, relu_tangent_p, log_softmax_p, log_softmax_tangent_p, l
 _LSM_COST = elementwise_rule(4 + 2 * TRANSCENDENTAL_FLOPS)
 RULES = [
     ("jvp", linear_p, linear_jvp), ("batch", linear_p, linear_batch), ("cost", linear_p, linear_cost),
-    ("jvp", relu_p, relu_jvp), ("batch", relu_p, relu_batch), ("cost", relu_p, elementwise_rule(1)),
+    ("jvp", relu_p, relu_jvp), ("batch", relu_p, elementwise(relu_p)), ("cost", relu_p, elementwise_rule(1)),
     ("jvp", relu_tangent_p, relu_tangent_jvp), ("transpose", relu_tangent_p, relu_tangent_transpose),
-    ("batch", relu_tangent_p, relu_tangent_batch), ("cost", relu_tangent_p, elementwise_rule(1)),
-    ("jvp", log_softmax_p, log_softmax_jvp), ("batch", log_softmax_p, log_softmax_batch),
-    ("cost", log_softmax_p, _LSM_COST),
+    ("batch", relu_tangent_p, elementwise(relu_tangent_p)), ("cost", relu_tangent_p, elementwise_rule(1)),
+    ("jvp", log_softmax_p, log_softmax_jvp), ("cost", log_softmax_p, _LSM_COST),
+    ("batch", log_softmax_p, axes_rule(log_softmax_p, "axis", many=False)),
     ("jvp", log_softmax_tangent_p, log_softmax_tangent_jvp),
     ("transpose", log_softmax_tangent_p, _log_softmax_transpose(log_softmax_cotangent_p)),
     ("batch", log_softmax_tangent_p, log_softmax_ad_batch(log_softmax_tangent_p)),
