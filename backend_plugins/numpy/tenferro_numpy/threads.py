@@ -190,18 +190,6 @@ def set_threads(n: int) -> None:
     _STATE.sampled = -1e9
 
 
-def large_threads() -> int:
-    """The threads large work gets now: the runtime's `threads` less the CPUs other processes
-    keep busy (sampled as a large product does); 1 before any limit was applied."""
-    state = _STATE
-    if not state.limit:
-        return 1
-    now = monotonic()
-    if now - state.sampled > LOAD_SAMPLE_S:
-        state.resample(now)
-    return state.large
-
-
 def small_state(macs: int, nbytes: int) -> Any:
     """The thread state a product of `macs` multiply-adds over `nbytes` of operands switches
     to one thread before it runs (a kernel that inlines the switch reads `.current` and calls
