@@ -9,12 +9,6 @@ in it. Operands are read at their own index, 0
 along the axes they are broadcast on; a value one loop computes and another broadcasts is
 kept in an array. Every result is cast to its dtype, so integers wrap as NumPy's do.
 
-The function writes its array results into arrays it is given and returns its 0-d ones, and
-it computes one part of them: ``part`` of ``parts``. Each flat loop runs over its share of
-the elements (cut at multiples of 16, so two parts never write one cache line), every other
-loop nest in part 0 alone; the caller runs the parts on several threads (executor.py) where
-no loop reads another's results (`Source.splittable`).
-
 The primitives with code here (`EXACT`) are those whose results are exactly rounded (+ - *
 / sqrt, comparisons, selects, conversions, min/max with NumPy's NaN and signed-zero rules),
 so a generated loop gives the NumPy kernels' bits. Transcendental functions are left to
@@ -127,10 +121,6 @@ class Source:
     scalar_args: set = field(default_factory=set)
     outputs: list = field(default_factory=list)
     result_avals: list = field(default_factory=list)
-    splittable: bool = False
-    """Whether the parts may run at once (no loop reads a value another loop computes)."""
-    split_elements: int = 0
-    """Elements of the flat loops, the work that parts share."""
 
 
 def _literal(value: Any, dtype: Any) -> str:
@@ -222,26 +212,18 @@ def generate(graph: Any, uniform_consts: dict) -> Source:
     for v, name in kept.items():
         lines.append(f"{name} = np.empty({shape_of[v]!r}, {CAST[v.aval.dtype]})")
     for v, name in results.items():
-        if v.aval.shape:  # written into an array the caller gives
-            arg_names.append(name)
-    for k, s in enumerate(order):
-        flat = _flat(loops[s])
-        lines += _loop(s, loops[s], scalars, arrays, kept, results, k if flat else None)
-        src.split_elements += math.prod(s) if flat else 0
-    returned = []
+        if v in computed_in:
+            lines.append(f"{name} = np.empty({v.aval.shape!r}, {CAST[v.aval.dtype]})")
+    for s in order:
+        lines += _loop(s, loops[s], scalars, arrays, kept, results)
     for v, name in results.items():
         if v in scalars and v not in computed_in:  # a 0-d result, or a broadcast scalar
             value = scalars[v]
-            if v.aval.shape:
-                lines += ["if part == 0:", f"    {name}.reshape({v.aval.size})[:] = {value}"]
-            else:
-                lines.append(f"{name} = {value}")
-        if not v.aval.shape:
-            returned.append(name)
-    src.splittable = not kept
-    ret = "".join(f"{r}, " for r in returned)
-    body = "\n".join(f"    {line}" for line in [*lines, f"return ({ret})"])
-    src.text = f"def {src.name}({', '.join([*arg_names, 'part', 'parts'])}):\n{body}\n"
+            lines.append(f"{name} = np.full({v.aval.shape!r}, {value}, {CAST[v.aval.dtype]})"
+                         if v.aval.shape else f"{name} = {value}")
+    ret = ", ".join(results.values())
+    body = "\n".join(f"    {line}" for line in [*lines, f"return ({ret},)"])
+    src.text = f"def {src.name}({', '.join(arg_names)}):\n{body}\n"
     return src
 
 
@@ -267,16 +249,14 @@ def _topological(deps: dict) -> list:
 
 def _flat(nodes: list) -> bool:
     """Whether a loop reads every array at its own index (no broadcast) and needs no axis
-    index (no iota): then it runs over the flattened elements, in parts."""
+    index (no iota): then it runs over the flattened elements."""
     return not any(n.prim.name in ("broadcast_in_dim", "iota") for n in nodes)
 
 
-def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, results: dict,
-          split: int | None) -> list:
-    """One loop nest over `shape` computing `nodes`: with `split` (the loop's number), one
-    flat loop over this part's share of the elements; else a nest run by part 0."""
+def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, results: dict) -> list:
+    """One loop nest over `shape` computing `nodes` (one flat loop where `_flat`)."""
     rank = len(shape)
-    flat = split is not None
+    flat = rank > 1 and _flat(nodes)
     idx = ["j"] if flat else [f"i{d}" for d in range(rank - 1)] + ["j"]
     views: dict[str, str] = {}  # array -> its flat view, in a flat loop
 
@@ -286,15 +266,11 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
         views.setdefault(array, f"{array}_f")
         return f"{views[array]}[j]"
 
-    size = math.prod(shape)
-    if flat:  # this part's elements, from views that start at its first
-        head = [f"for j in range(hi{split} - lo{split}):"]
-        pad = "    "
-    elif rank == 1:
-        head = [f"for j in range({size}):"]
+    if rank == 1 or flat:
+        head = [f"for j in range({math.prod(shape)}):"]
         pad = "    "
     else:  # one loop per axis: LLVM unrolls short inner ones (a pooling window's axes of 2)
-        head = [f"{'    ' * d}for {name} in range({m}):" for d, (name, m) in enumerate(zip(idx, shape))]
+        head = [f"{'    ' * d}for {name} in range({n}):" for d, (name, n) in enumerate(zip(idx, shape))]
         pad = "    " * rank
     body: list[str] = []
     local: dict = {}
@@ -336,12 +312,9 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
             body.append(f"{elem(kept[out])} = {name}")
         if out in results:
             body.append(f"{elem(results[out])} = {name}")
-    if not flat:
-        return ["if part == 0:"] + [f"    {line}" for line in head + [pad + b for b in body]]
-    bounds = [f"lo{split} = {size} * part // parts // 16 * 16",
-              f"hi{split} = {size} if part + 1 == parts else {size} * (part + 1) // parts // 16 * 16"]
-    return bounds + [f"{view} = {array}.reshape({size})[lo{split}:hi{split}]"
-                     for array, view in views.items()] + head + [pad + line for line in body]
+    n = math.prod(shape)
+    return [f"{view} = {array}.reshape({n})" for array, view in views.items()] + head + [
+        pad + line for line in body]
 
 
 __all__ = ["CAST", "EXACT", "Source", "Unsupported", "expression", "generate"]

@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 
 from .codegen import Unsupported, generate
-from .parts import PIECES_PER_THREAD, max_parts, run_parts, threads_for
 
 log = logging.getLogger("tenferro_numba")
 
@@ -203,9 +202,6 @@ def group_kernel(group: Any, device: Any) -> Any:
         aval = group.inputs[what].aval if kind == "input" else what.aval
         t = numba.from_dtype(aval.dtype.numpy)
         types.append(t if k in src.scalar_args else numba.types.Array(t, len(aval.shape), "C"))
-    shaped = [a for a in src.result_avals if a.shape]
-    types += [numba.types.Array(numba.from_dtype(a.dtype.numpy), len(a.shape), "C") for a in shaped]
-    types += [numba.types.int64, numba.types.int64]
     try:
         fn.compile(tuple(types))
     except Exception as exc:  # numba's typing or lowering refused the generated source
@@ -218,11 +214,9 @@ def group_kernel(group: Any, device: Any) -> Any:
             fixed[k] = uniform[what] if what in uniform else c[()] if c.ndim == 0 else np.ascontiguousarray(c)
     arrays = [k for k, (kind, _) in enumerate(src.args) if kind == "input" and k not in src.scalar_args]
     scalars = [k for k, (kind, _) in enumerate(src.args) if kind == "input" and k in src.scalar_args]
-    made = [(a.shape, a.dtype.numpy) for a in shaped]
-    returned = [k for k, a in enumerate(src.result_avals) if not a.shape]
     dtypes = [a.dtype.numpy for a in src.result_avals]
+    zero_d = [k for k, a in enumerate(src.result_avals) if a.shape == ()]
     outputs = [(kind, what if kind != "const" else group.consts[what]._buf) for kind, what in src.outputs]
-    most = max_parts(src.split_elements) if src.splittable else 1
 
     def kernel(*bufs: Any) -> list:
         args = [None] * len(src.args)
@@ -232,14 +226,9 @@ def group_kernel(group: Any, device: Any) -> Any:
             args[k] = bridge.host(bufs[k])[()]
         for k, value in fixed.items():
             args[k] = value
-        outs = [np.empty(shape, dtype) for shape, dtype in made]
-        args += outs
-        threads = min(most, threads_for(device)) if most > 1 else 1
-        zero_d = fn(*args, 0, 1) if threads == 1 else run_parts(
-            fn, args, min(most, threads * PIECES_PER_THREAD), threads)
-        res = list(outs)
-        for k, value in zip(returned, zero_d):
-            res.insert(k, np.asarray(value, dtype=dtypes[k]))
+        res = list(fn(*args))
+        for k in zero_d:
+            res[k] = np.asarray(res[k], dtype=dtypes[k])
         return [bridge.back(res[what]) if kind == "result" else bufs[what] if kind == "input" else what
                 for kind, what in outputs]
 
