@@ -67,8 +67,16 @@ def _np_expm1(x):
 
 def _np_sign(x):
     """NumPy, with the standard's complex special cases: a NaN part gives nan+nanj, an infinite
-    one x / |x| with a real divisor (``sign(inf+2j)`` is nan+0j; NumPy gives the limit 1+0j)."""
-    out = np.sign(x)
+    one x / |x| with a real divisor (``sign(inf+2j)`` is nan+0j; NumPy gives the limit 1+0j);
+    a finite x is scaled by a power of two first, exactly (NumPy's |x| overflows for parts
+    near the largest float: ``np.sign(1e308+1e308j)`` is 1j)."""
+    if x.dtype.kind != "c":
+        return np.sign(x)
+    with np.errstate(all="ignore"):
+        e = np.frexp(np.maximum(np.abs(x.real), np.abs(x.imag)))[1]
+        y = np.empty_like(x)
+        y.real, y.imag = np.ldexp(x.real, -e), np.ldexp(x.imag, -e)
+        out = np.sign(y)
     if x.dtype.kind == "c":
         q = np.empty_like(x)
         q.real, q.imag = x.real / np.abs(x), x.imag / np.abs(x)
@@ -587,6 +595,17 @@ def test_complex_round_and_sign(xp):
     s = xp.sign(z).numpy()
     assert s[4] == pytest.approx(0.6 + 0.8j) and s[5] == 0
     assert xp.log10(xp.asarray([100 + 0j, 0j])).numpy().tolist() == [2 + 0j, complex(-np.inf, 0)]
+
+
+def test_complex_sign_where_the_magnitude_overflows_or_underflows(xp):
+    """x / |x| where |x| overflows (parts near the largest float: NumPy gave 1j and torch 0,
+    a hypothesis draw) or underflows (subnormal parts): the unit number, on every device."""
+    x = np.array([1.27116101e308 + 1.27116101e308j, -1.7e308 + 0j, 3e-320 + 4e-320j, 5e-324 - 5e-324j])
+    got = xp.sign(xp.asarray(x)).numpy()
+    r = 1 / np.sqrt(2)
+    np.testing.assert_allclose(got, [r + r * 1j, -1 + 0j, 0.6 + 0.8j, r - r * 1j], rtol=1e-3)
+    ordinary = np.array([3 + 4j, -1e-3 + 2e-3j, 1e10 - 7j], dtype=np.complex64)
+    assert xp.sign(xp.asarray(ordinary)).numpy().tobytes() == np.sign(ordinary).tobytes()
 
 
 def test_log_base_of_a_complex_whose_magnitude_overflows(xp):

@@ -72,6 +72,19 @@ def _uf(fn):
 _quiet = _uf  # quiet through the warnings filter above
 
 
+def _sign(x):
+    """np.sign; a complex x is scaled by a power of two first, exactly, so |x| neither
+    overflows nor underflows: np.sign(1e308+1e308j) is 1j (|x| is inf) where the answer is
+    (1+1j)/sqrt(2); elsewhere the scaling changes no bit."""
+    if x.dtype.kind != "c":
+        return np.sign(x, out=...)
+    with np.errstate(**_QUIET):
+        e = np.frexp(np.maximum(np.abs(x.real), np.abs(x.imag)))[1]  # 0 for 0, inf and NaN
+        y = np.empty_like(x)
+        y.real, y.imag = np.ldexp(x.real, -e), np.ldexp(x.imag, -e)
+        return np.sign(y, out=...)
+
+
 def _round_like(fn):
     def kernel(x):
         return x if x.dtype.kind in "iu" else fn(x, out=...)
@@ -581,7 +594,7 @@ def _conv_general(lhs, rhs, **params):
 
 
 KERNELS = {
-    "neg": _uf(np.negative), "abs": _uf(np.abs), "sign": _uf(np.sign), "conj": _uf(np.conj),
+    "neg": _uf(np.negative), "abs": _uf(np.abs), "sign": _sign, "conj": _uf(np.conj),
     "real": _real, "imag": _imag, "exp": _quiet(np.exp), "expm1": _quiet(np.expm1),
     "log": _quiet(np.log), "log1p": _log1p, "sin": _quiet(np.sin), "cos": _quiet(np.cos),
     "tan": _quiet(np.tan), "asin": _quiet(np.arcsin), "acos": _quiet(np.arccos),

@@ -28,6 +28,14 @@ def _float_sign(x):
     return torch.where(torch.isnan(x), x, torch.sign(x))
 
 
+def _complex_sign(x):
+    """x / |x| of x scaled by a power of two first, exactly, so |x| neither overflows nor
+    underflows: torch.sgn(1e308+1e308j) is 0 (|x| is inf) where the answer is (1+1j)/sqrt(2);
+    elsewhere the scaling changes no bit."""
+    e = torch.frexp(torch.maximum(x.real.abs(), x.imag.abs()))[1]  # 0 for 0, inf and NaN
+    return torch.sgn(torch.complex(torch.ldexp(x.real, -e), torch.ldexp(x.imag, -e)))
+
+
 def _pairs(fn):
     """A complex kernel computed on the (re, im) float pairs."""
 
@@ -253,7 +261,7 @@ def mask_kernel(name: str, in_avals: tuple, out_avals: tuple):
 
 KERNELS = {
     "neg": by_kind(iuf=torch.neg, c=_pairs(torch.neg)), "abs": torch.abs,
-    "sign": by_kind(iu=torch.sign, f=_float_sign, c=torch.sgn),
+    "sign": by_kind(iu=torch.sign, f=_float_sign, c=_complex_sign),
     "conj": by_kind(iuf=same, c=torch.conj_physical),
     "real": by_kind(iuf=same, c=torch.real),
     "imag": by_kind(iuf=torch.zeros_like, c=torch.imag),
