@@ -86,9 +86,22 @@ def worth_generating(node: Any, device: Any = None) -> bool:
     elements = sum(v.aval.size for v in node.outputs)
     torch = device is not None and device.name == "torch:cpu"
     least, work = (TORCH_MIN_ELEMENTS, TORCH_MIN_WORK) if torch else (MIN_ELEMENTS, MIN_WORK)
-    if torch and elements >= TORCH_MANY_MIN_ELEMENTS and len(node.params["graph"].nodes) >= TORCH_MANY_NODES:
+    if torch and elements >= TORCH_MANY_MIN_ELEMENTS and (
+            len(node.params["graph"].nodes) >= TORCH_MANY_NODES or _short_rows(node)):
         return True
     return elements >= least and elements * len(node.params["graph"].nodes) >= work
+
+
+TORCH_SHORT_ROW = 4
+"""On torch:cpu a group computing in 3 or more axes, the last of at most this many elements,
+is generated from `TORCH_MANY_MIN_ELEMENTS`: torch's elementwise loops run such rows a few
+elements at a time (a 2x2 max pool's gradient on its (N, C, Ho, 2, Wo, 2) view: the window
+test and the tie weights, 64x32x8x8 values, ~1 ms a step as torch calls)."""
+
+
+def _short_rows(node: Any) -> bool:
+    return any(len(v.aval.shape) >= 3 and v.aval.shape[-1] <= TORCH_SHORT_ROW
+               for n in node.params["graph"].nodes for v in n.outputs)
 
 
 def compile_graph(graph: Any, device: Any) -> Any:
@@ -289,5 +302,5 @@ def load(text: str, name: str) -> Any:
 
 
 __all__ = ["MIN_ELEMENTS", "MIN_WORK", "TORCH_MIN_ELEMENTS", "TORCH_MIN_WORK",
-           "TORCH_MANY_MIN_ELEMENTS", "TORCH_MANY_NODES", "cache_dir",
+           "TORCH_MANY_MIN_ELEMENTS", "TORCH_MANY_NODES", "TORCH_SHORT_ROW", "cache_dir",
            "compile_graph", "group_kernel", "load", "worth_generating"]

@@ -154,3 +154,29 @@ def test_the_executor_declines_other_devices_and_missing_numba(monkeypatch):
     monkeypatch.setitem(executor._STATE, "numba", None)  # as if numba were not installed
     graph = compile(adam).lower(*_args())
     assert executor.compile_graph(graph, default_runtime().device("numpy:cpu")) is None
+
+
+def window_grad(x, g):
+    """A 2x2 max pool's gradient on its (N, C, Ho, 2, Wo, 2) view: the window test, the tie
+    weights and the routed cotangent (rows of 2 elements)."""
+    m = xp.max(x, axis=(3, 5), keepdims=True)
+    hit = xp.astype(x == m, x.dtype)
+    return hit * g / xp.sum(hit, axis=(3, 5), keepdims=True)
+
+
+def test_torch_cpu_generates_groups_with_short_rows():
+    """torch's elementwise loops run rows of a few elements one short loop at a time: a group
+    computing in 3+ axes whose last has at most TORCH_SHORT_ROW elements is generated on
+    torch:cpu from TORCH_MANY_MIN_ELEMENTS, with the plan's bits; long rows keep torch's."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    relu = np.maximum(rng.standard_normal((16, 8, 4, 2, 4, 2)), 0)  # ties at 0
+    x = xp.asarray(relu.astype(np.float32), device="torch:cpu")
+    g = xp.asarray(rng.standard_normal((16, 8, 4, 1, 4, 1)).astype(np.float32), device="torch:cpu")
+    assert x.size >= executor.TORCH_MANY_MIN_ELEMENTS
+    assert _kind(compile(window_grad), x, g) == "numba"
+    got, want = compile(window_grad)(x, g), compile(window_grad, backend="plan")(x, g)
+    assert got.numpy().tobytes() == want.numpy().tobytes()
+    long_x = xp.asarray(rng.standard_normal((16, 8, 4, 2, 4, 64)).astype(np.float32), device="torch:cpu")
+    long_g = xp.asarray(rng.standard_normal((16, 8, 4, 1, 4, 1)).astype(np.float32), device="torch:cpu")
+    assert _kind(compile(window_grad), long_x, long_g) == "plan"

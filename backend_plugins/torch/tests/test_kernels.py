@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from tenferro_core import catalog
 from tenferro_core import dtypes as D
@@ -13,6 +15,7 @@ from tenferro_runtime import array_api as xp
 from tenferro_runtime import lax
 from tenferro_runtime.testing.reference import REFERENCE
 from tenferro_runtime.testing.reference_reductions import conv_values
+from tenferro_torch.ops.reductions import KERNELS as REDUCTIONS
 from tenferro_torch.ops.reductions import int_matmul
 
 DEVICE = "torch:cpu"
@@ -155,3 +158,67 @@ def test_unbatched_dot_general_is_one_2d_product(lshape, rshape, dims, dtype):
     out = lax.dot_general(on(a), on(b), contracting_dims=dims, batch_dims=((), ()))
     want = np.tensordot(a.astype(np.float64), b.astype(np.float64), axes=dims)
     np.testing.assert_allclose(out.numpy(), want.astype(dtype), rtol=1e-5, atol=1e-4)
+
+
+def _windows(outer, window, strided, dtype, seed):
+    """A pooling-like operand (a large array reduced over a few trailing elements), with NaN
+    and signed zeros for floats, strided along its first axis when `strided`."""
+    rng = np.random.default_rng(seed)
+    a = np.round(rng.standard_normal([128 if strided else 64, *outer, *window]) * 2) / 2
+    if dtype == np.bool_:
+        a = a > 0
+    else:
+        a = a.astype(dtype)
+        if a.dtype.kind == "f":
+            a.flat[rng.integers(0, a.size, 5)] = np.nan
+            a.flat[rng.integers(0, a.size, a.size // 4)] = -0.0
+    t = torch.from_numpy(a)
+    if strided:
+        t = t[::2]
+    return t, tuple(range(t.ndim - len(window), t.ndim))
+
+
+@settings(max_examples=40, deadline=None)
+@given(outer=st.lists(st.integers(1, 9), min_size=1, max_size=3),
+       window=st.lists(st.integers(1, 4), min_size=1, max_size=2), strided=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64, np.int16, np.uint8, np.bool_]),
+       seed=st.integers(0, 2**16))
+@example(outer=[5], window=[4, 4], strided=True, dtype=np.float64, seed=0)  # a signed-zero tie
+def test_reductions_over_few_elements_per_output_are_torchs(outer, window, strided, dtype, seed):
+    """Max, min, all and any over a few elements per output combine strided slices: torch's
+    amax/amin/all/any (NaN included; a tie of -0.0 and 0.0 may come out either way, as it
+    does in torch's own order), on strided operands too."""
+    t, axes = _windows(outer, window, strided, dtype, seed)
+    ops = ({"reduce_and": torch.all, "reduce_or": torch.any} if dtype == np.bool_
+           else {"reduce_max": torch.amax, "reduce_min": torch.amin})
+    for name, ref in ops.items():
+        want = ref(t, dim=axes).numpy()
+        for got in (REDUCTIONS[name](t, axes=axes).numpy(),  # the strided operand itself
+                    getattr(lax, name)(xp.asarray(t.contiguous()), axes=axes).numpy()):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            if got.dtype.kind == "f":  # which of a tie of -0.0 and 0.0 comes out is torch's order
+                np.testing.assert_array_equal(got, want)
+            else:
+                assert got.tobytes() == want.tobytes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(outer=st.lists(st.integers(1, 9), min_size=1, max_size=3),
+       window=st.lists(st.integers(1, 4), min_size=1, max_size=2), strided=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64, np.float16, np.int16, np.int8, np.complex64]),
+       seed=st.integers(0, 2**16))
+def test_sums_over_few_elements_per_output_match_torch(outer, window, strided, dtype, seed):
+    """reduce_sum over a few elements per output adds strided slices in order: torch's sum to
+    rounding (integers wrap alike; float16 keeps torch's float32 accumulation)."""
+    t, axes = _windows(outer, window, strided, np.float64 if dtype == np.complex64 else dtype, seed)
+    if dtype == np.complex64:
+        t = (t + 1j * t.flip(0)).to(torch.complex64)
+    want = torch.sum(t, dim=axes, dtype=t.dtype).numpy()
+    for got in (REDUCTIONS["reduce_sum"](t, axes=axes).numpy(),
+                lax.reduce_sum(xp.asarray(t.contiguous()), axes=axes).numpy()):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        if dtype in (np.float16, np.int16, np.int8):
+            assert got.tobytes() == want.tobytes()
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-6 if dtype in (np.float32, np.complex64) else 1e-13,
+                                       atol=1e-5, equal_nan=True)

@@ -18,13 +18,47 @@ from .common import TO_TORCH, by_kind, on_cpu, storage_address
 from .structural import pad
 
 
-def _reducer(fn, keep_dtype: bool):
+def _reducer(fn, keep_dtype: bool, elementwise=None):
+    """A reduction kernel; `elementwise` (maximum, minimum, logical and/or: exact in any
+    order; add: the window's elements summed in order, float and integer types but half
+    precision, which torch sums in float32) reduces a few elements per output by combining
+    strided slices: torch's reductions over such windows (a pooling window's (N, C, Ho, 2,
+    Wo, 2) view) run their inner loops two elements at a time, 0.66 ms for the digits CNN's
+    64x32x8x8 max pool against ~0.1 ms by slices."""
+
     def kernel(x, *, axes):
         if not axes:
             return x
+        if elementwise is not None and _few_per_output(x, axes, elementwise):
+            return _by_slices(elementwise, x, axes)
         return fn(x, dim=axes, dtype=x.dtype) if keep_dtype else fn(x, dim=axes)
 
     return kernel
+
+
+_LOGICAL = (torch.logical_and, torch.logical_or)
+
+
+def _few_per_output(x, axes: tuple, op) -> bool:
+    count = math.prod(x.shape[a] for a in axes)
+    if not (1 < count <= 16 and x.numel() >= 64 * count):
+        return False
+    if op in _LOGICAL:
+        return x.dtype == torch.bool
+    return x.dtype not in (torch.bool, torch.float16, torch.bfloat16)
+
+
+def _by_slices(op, x, axes):
+    for ax in sorted(axes, reverse=True):
+        n = x.shape[ax]
+        if n == 1:
+            x = x.select(ax, 0)
+            continue
+        out = op(x.select(ax, 0), x.select(ax, 1))
+        for i in range(2, n):
+            op(out, x.select(ax, i), out=out)
+        x = out
+    return x
 
 
 def _reduce_prod(x, *, axes):
@@ -233,9 +267,11 @@ def _conv_windows(x, w, pads, strides, rd, groups):
 
 
 KERNELS = {
-    "reduce_sum": _reducer(torch.sum, True), "reduce_prod": _reduce_prod,
-    "reduce_max": _reducer(torch.amax, False), "reduce_min": _reducer(torch.amin, False),
-    "reduce_and": _reducer(torch.all, False), "reduce_or": _reducer(torch.any, False),
+    "reduce_sum": _reducer(torch.sum, True, torch.add), "reduce_prod": _reduce_prod,
+    "reduce_max": _reducer(torch.amax, False, torch.maximum),
+    "reduce_min": _reducer(torch.amin, False, torch.minimum),
+    "reduce_and": _reducer(torch.all, False, torch.logical_and),
+    "reduce_or": _reducer(torch.any, False, torch.logical_or),
     "argmax": _arg(torch.argmax), "argmin": _arg(torch.argmin), "cumsum": _cumsum,
     "sort": _sort, "argsort": _argsort, "dot_general": _dot_general,
     "conv_general": _conv_general,
