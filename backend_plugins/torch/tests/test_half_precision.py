@@ -117,3 +117,37 @@ def test_half_precision_composites_match_torch(name, dtype):
     assert got._buf.dtype is dtype and tuple(got.shape) == tuple(want.shape)
     rtol, atol = TOL[dtype]
     torch.testing.assert_close(got._buf.float(), want.float(), rtol=rtol, atol=atol)
+
+
+_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+         torch.float64: torch.int64}
+
+
+def _signed_nans(dtype: torch.dtype) -> torch.Tensor:
+    """[-nan, 1.5, -0.0, inf, +nan] in `dtype`, the NaNs' sign bits set on the bits."""
+    x = torch.tensor([float("nan"), 1.5, -0.0, float("inf"), float("nan")], dtype=torch.float64).to(dtype)
+    bits = x.view(_BITS[dtype]).clone()
+    info = torch.iinfo(bits.dtype)
+    bits[0] |= info.min
+    bits[4] &= info.max
+    return bits.view(dtype)
+
+
+@pytest.mark.parametrize("src", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("dst", [D.float16, D.bfloat16, D.float32, D.float64])
+def test_conversions_keep_a_nans_sign(src, dst):
+    """torch's casts from float16 and to bfloat16 lose a NaN's sign bit (float16 -nan to float32
+    is +nan, float32 +nan to bfloat16 -nan); convert keeps the source's, which copysign reads
+    (a hypothesis draw: copysign(bfloat16 0, float16 -nan) was +0 on torch:cpu)."""
+    x = _signed_nans(src)
+    got = xp.astype(xp.asarray(x), dst).numpy()
+    bits = got.view(np.int16 if got.itemsize == 2 else np.int32 if got.itemsize == 4 else np.int64)
+    assert (bits < 0).tolist() == [True, False, True, False, False]
+    assert np.isnan(got.astype(np.float64)).tolist() == [True, False, False, False, True]
+
+
+def test_copysign_reads_a_float16_nans_sign_through_promotion():
+    zero = xp.astype(xp.asarray(np.float32(0.0), device=DEVICE), xp.bfloat16)
+    nan = xp.asarray(-np.array(np.nan, dtype=np.float16), device=DEVICE)
+    got = xp.copysign(zero, nan)
+    assert got.dtype == xp.float32 and np.signbit(got.numpy())

@@ -29,7 +29,22 @@ def convert(x, *, new_dtype):
         return x != 0
     if x.is_complex() and not target.is_complex:
         x = torch.real(x)
-    return x.to(target)
+    out = x.to(target)
+    if (x.dtype in _HALF or target in _HALF) and x.is_floating_point() and target.is_floating_point:
+        # torch's casts from and to 16-bit floats lose a NaN's sign bit (float16 -nan to
+        # float32 is +nan, float32 +nan to bfloat16 is -nan), which copysign and signbit
+        # read: the source's, set on the bits (torch's bfloat16 arithmetic loses it too)
+        ints = out.view(_BITS[target])
+        info = torch.iinfo(ints.dtype)
+        unsigned = ints & info.max
+        signed = torch.where(x.view(_BITS[x.dtype]) < 0, unsigned | info.min, unsigned)
+        out = torch.where(torch.isnan(out), signed, ints).view(target)
+    return out
+
+
+_HALF = (torch.float16, torch.bfloat16)
+_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+         torch.float64: torch.int64}
 
 
 def _slice(x, *, start_indices, limit_indices, strides):
