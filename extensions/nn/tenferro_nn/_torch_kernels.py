@@ -30,6 +30,8 @@ _ONE: dict = {}  # dtype -> the 1.0 total weight nll_loss_backward takes (unused
 def relu(x: Any) -> Any:
     import torch
 
+    if x.dtype in (torch.float16, torch.bfloat16):  # a NaN's bits kept (see relu_tangent)
+        return x.masked_fill(x <= 0, 0)
     return torch.threshold(x, 0.0, 0.0)
 
 
@@ -64,6 +66,10 @@ def linear(x: Any, w: Any, b: Any) -> Any:
 def relu_tangent(x: Any, t: Any) -> Any:
     import torch
 
+    if t.dtype in (torch.float16, torch.bfloat16):
+        # torch's vectorized 16-bit threshold kernels turn a NaN into 0xffff (-nan); a select
+        # keeps the composition's bits
+        return t.masked_fill(x <= 0, 0)
     return torch.ops.aten.threshold_backward(t, x, 0.0)
 
 

@@ -243,3 +243,18 @@ def test_cost_rules_count_the_elements():
     c = rt.rule("cost", nll_cotangent_p)((Aval((8,), D.float32, f32), t), (x,), classes=10, axis=1,
                                          ignore_index=-100)
     assert c.flops == 80
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_relu_keeps_a_nans_bits_in_half_precision_on_torch(dtype):
+    """torch's vectorized 16-bit threshold kernels turn a NaN into 0xffff (-nan), where the
+    composition where(x <= 0, 0, x) keeps it (a thorough hypothesis run: bfloat16, 32
+    elements); relu and relu_tangent take a select there."""
+    bits = torch.tensor([0x7FC0 if dtype is torch.bfloat16 else 0x7E00] * 4 + [0] * 60, dtype=torch.int16)
+    bits[1] |= -32768  # one negative NaN
+    base = torch.linspace(-3, 3, 64).to(dtype)
+    x_t = torch.where(torch.arange(64) < 4, bits.view(dtype), base)
+    x = xp.asarray(x_t)
+    for got, want in ((relu_p.bind(x), xp.where(x <= 0, 0, x)),
+                      (relu_tangent_p.bind(xp.abs(x), x), xp.where(xp.abs(x) <= 0, 0, x))):
+        assert got._buf.view(torch.int16).tolist() == want._buf.view(torch.int16).tolist()

@@ -33,11 +33,11 @@ def convert(x, *, new_dtype):
     if (x.dtype in _HALF or target in _HALF) and x.is_floating_point() and target.is_floating_point:
         # torch's casts from and to 16-bit floats lose a NaN's sign bit (float16 -nan to
         # float32 is +nan, float32 +nan to bfloat16 is -nan), which copysign and signbit
-        # read: the source's, set on the bits (torch's bfloat16 arithmetic loses it too)
+        # read: a NaN becomes the quiet NaN with the source's sign, set on the bits. Not its
+        # payload: torch's bfloat16 kernels round a NaN of payload 0x7fff into the sign bit
         ints = out.view(_BITS[target])
-        info = torch.iinfo(ints.dtype)
-        unsigned = ints & info.max
-        signed = torch.where(x.view(_BITS[x.dtype]) < 0, unsigned | info.min, unsigned)
+        quiet = torch.tensor(_QUIET_NAN[target], dtype=ints.dtype)
+        signed = torch.where(x.view(_BITS[x.dtype]) < 0, quiet | torch.iinfo(ints.dtype).min, quiet)
         out = torch.where(torch.isnan(out), signed, ints).view(target)
     return out
 
@@ -45,6 +45,8 @@ def convert(x, *, new_dtype):
 _HALF = (torch.float16, torch.bfloat16)
 _BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
          torch.float64: torch.int64}
+_QUIET_NAN = {torch.float16: 0x7E00, torch.bfloat16: 0x7FC0, torch.float32: 0x7FC00000,
+              torch.float64: 0x7FF8000000000000}
 
 
 def _slice(x, *, start_indices, limit_indices, strides):
