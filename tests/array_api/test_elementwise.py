@@ -77,11 +77,9 @@ def _np_sign(x):
         y = np.empty_like(x)
         y.real, y.imag = np.ldexp(x.real, -e), np.ldexp(x.imag, -e)
         out = np.sign(y)
-    if x.dtype.kind == "c":
-        q = np.empty_like(x)
-        q.real, q.imag = x.real / np.abs(x), x.imag / np.abs(x)
-        out = np.where(np.isfinite(x), out, q)
-    return out
+    q = np.empty_like(x)
+    q.real, q.imag = x.real / np.abs(x), x.imag / np.abs(x)
+    return np.where(np.isfinite(x), out, q)
 
 
 # name: (NumPy reference, supported dtypes, exact match with NumPy)

@@ -21,9 +21,7 @@ from .checks import choice, integer, number
 from .functional import log_softmax
 from .functional._util import check_floating, check_tensor
 from .module import Module
-from .ops import call, hits, native, nll_p
-
-REDUCTIONS = ("none", "mean", "sum")
+from .ops import REDUCTIONS, call, hits, native, nll_p
 
 
 # ---- argument checks ------------------------------------------------------------------------

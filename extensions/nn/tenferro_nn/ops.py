@@ -221,7 +221,8 @@ def log_softmax_ad_batch(op: Any) -> Any:
 
 
 # ---- nll: -logp[target] along the class axis ------------------------------------------------------
-REDUCTIONS = ("none", "sum", "mean")
+REDUCTIONS = ("none", "mean", "sum")
+"""The loss reductions (tenferro_nn.losses checks a loss's `reduction` against them)."""
 _NLL = {"axis": (p_int, None), "ignore_index": (p_int, -100), "reduction": (p_choice(*REDUCTIONS), "none")}
 
 
