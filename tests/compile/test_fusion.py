@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tenferro_core import dtypes
@@ -201,7 +201,18 @@ def programs(draw):
     return dtype, shape, bshape, steps, arrays
 
 
+# a thorough run: x * sqrt(x) in complex64 written as sqrt(x).mul_(x) (torch's vectorized complex
+# product is not bitwise commutative)
+_COMPLEX_MUL = ("complex64", (3, 4), (3, 4),
+                [("unary", 0, 12), ("binary", 3, 20), ("unary", 0, 0), ("unary", 0, 0)], [np.array(
+    [[0.50292087 - 9.300123j, -0.52841944 - 0.87516665j, 2.5616906 - 4.983644j, 0.41960046 - 2.9290695j],
+     [-2.1426775 - 2.177036j, 1.4463803 - 1.2652006j, 5.216 + 1.6465222j, 3.7883239 + 4.1700535j],
+     [-2.814941 - 0.51413864j, -5.061686 + 5.4658537j, -2.4930978 - 2.6607788j, 0.16530392 + 1.4060403j]],
+    np.complex64), np.ones((3, 4), np.complex64)])
+
+
 @given(programs(), st.sampled_from(["numpy:cpu", "torch:cpu"]))
+@example(_COMPLEX_MUL, "torch:cpu")
 def test_fused_graphs_give_bitwise_the_unfused_values(prog, device):
     dtype, shape, bshape, steps, arrays = prog
     args = [xp.asarray(a, device=device) for a in arrays]

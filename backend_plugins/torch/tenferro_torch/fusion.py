@@ -31,6 +31,8 @@ from .thresholds import threshold_pattern
 _INPLACE = {torch.add: "add_", torch.sub: "sub_", torch.mul: "mul_", torch.div: "div_",
             torch.neg: "neg_", torch.sqrt: "sqrt_", torch.abs: "abs_", torch.maximum: None,
             torch.minimum: None}
+# b.add_(a) for a + b; not a complex mul: torch's vectorized complex product rounds a * b and
+# b * a differently (its fused multiply-adds pair the parts in operand order)
 _COMMUTATIVE = frozenset((torch.add, torch.mul))
 _FRESH = frozenset((elementwise.select_bits,))
 # thresholds.py's patterns -> torch's kernel: (x, c, a) and (g, x, c)
@@ -116,7 +118,8 @@ def _compile(graph: Any, out_mode: int | None = None) -> tuple[Any, str]:
         out = node.outputs[0] if len(node.outputs) == 1 else None
         method = _INPLACE.get(k) if out is not None and not node.params else None
         if method:
-            order = [0, 1] if k in _COMMUTATIVE and len(ins) == 2 else [0]
+            swap = k in _COMMUTATIVE and len(ins) == 2 and not (k is torch.mul and out.aval.dtype.kind == "c")
+            order = [0, 1] if swap else [0]
             target = next((j for j in order if ins[j] in owned and last[ins[j]] == i
                            and ins[j] not in outputs and ins[j].aval is out.aval), None)
             if target is not None:
