@@ -20,6 +20,15 @@ import numpy as np
 QUIET = {"divide": "ignore", "invalid": "ignore", "over": "ignore", "under": "ignore"}
 
 
+def full_power(x: Any, y: Any) -> np.ndarray:
+    """np.power(x, y) computed elementwise as C's pow: NumPy takes a square root for a 0-d,
+    one-element or broadcast exponent of 0.5, which gives NaN for -inf and -0.0 for -0.0
+    where pow (and the array API standard) give +inf and +0.0."""
+    a, b = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    out = np.power(a.reshape(-1).copy(), b.reshape(-1).copy())
+    return out.reshape(a.shape)
+
+
 def kind(npd: Any) -> str:
     """NumPy's dtype kind ('b', 'i', 'u', 'f', 'c'), with bfloat16 (kind 'V') as 'f'."""
     npd = np.dtype(npd)

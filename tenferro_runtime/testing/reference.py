@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .numerics import QUIET, bits_of, elementwise, narrow, trunc_div, wide
+from .numerics import QUIET, bits_of, elementwise, full_power, narrow, trunc_div, wide
 from .reference_reductions import REDUCTION_REFERENCE
 from .reference_structural import STRUCTURAL_REFERENCE
 
@@ -160,7 +160,7 @@ def _pow(x, y):
 
         return narrow(elementwise(ipow, x, y), x.dtype)
     with np.errstate(**QUIET):
-        return narrow(np.power(wide(x), wide(y)), x.dtype)
+        return narrow(full_power(wide(x), wide(y)), x.dtype)
 
 
 def _extreme(pick_first: Callable) -> Callable:

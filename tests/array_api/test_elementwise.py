@@ -31,6 +31,7 @@ from tenferro_core import dtypes as D
 from tenferro_core.errors import ArgumentError, DTypeError, ShapeError
 from tenferro_runtime import lax
 from tenferro_runtime.tensor import Tensor
+from tenferro_runtime.testing.numerics import full_power
 
 SIGNED = ["int8", "int16", "int32", "int64"]
 UNSIGNED = ["uint8", "uint16", "uint32", "uint64"]
@@ -124,7 +125,7 @@ def _np_floor_divide(a, b):
 BINARY = {
     "add": (np.add, NUMERIC, True), "subtract": (np.subtract, NUMERIC, True),
     "multiply": (np.multiply, NUMERIC, True), "divide": (np.divide, FLOATFN, True),
-    "pow": (np.power, NUMERIC, True), "floor_divide": (_np_floor_divide, REAL, True),
+    "pow": (full_power, NUMERIC, True), "floor_divide": (_np_floor_divide, REAL, True),
     "remainder": (np.remainder, REAL, True), "maximum": (np.maximum, ["bool"] + REAL, True),
     "minimum": (np.minimum, ["bool"] + REAL, True), "atan2": (np.arctan2, FLOATFN_REAL, True),
     "hypot": (np.hypot, FLOATFN_REAL, False), "logaddexp": (np.logaddexp, FLOATFN_REAL, False),
