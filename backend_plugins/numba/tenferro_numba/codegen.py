@@ -113,12 +113,14 @@ class Source:
     """A group's generated function: its source, the name it defines, what each argument is
     (("input", k): group input k, an array or, 0-d, a scalar; ("const", var): a constant) and
     what each group output is (("result", k): the function's k-th result; ("input", k) and
-    ("const", var): returned as they are)."""
+    ("const", var): returned as they are). `pointer_args`: the array inputs passed as the
+    integer address of a C-contiguous buffer (pointers.py)."""
 
     text: str
     name: str
     args: list = field(default_factory=list)
     scalar_args: set = field(default_factory=set)
+    pointer_args: set = field(default_factory=set)
     outputs: list = field(default_factory=list)
     result_avals: list = field(default_factory=list)
 
@@ -134,9 +136,10 @@ def _literal(value: Any, dtype: Any) -> str:
     return f"{CAST[dtype]}({int(value)})"
 
 
-def generate(graph: Any, uniform_consts: dict) -> Source:
+def generate(graph: Any, uniform_consts: dict, pointers: bool = False) -> Source:
     """The Source of fused group `graph`. `uniform_consts` maps constant vars whose every
-    element is one value (0-d, or a stride-0 view) to that value: they become scalars."""
+    element is one value (0-d, or a stride-0 view) to that value: they become scalars. With
+    `pointers`, array inputs are addresses, viewed as arrays first (`Source.pointer_args`)."""
     from tenferro_runtime.graph import Var
 
     for v in [*graph.inputs, *graph.consts, *(o for n in graph.nodes for o in n.outputs)]:
@@ -146,6 +149,7 @@ def generate(graph: Any, uniform_consts: dict) -> Source:
     scalars: dict[Var, str] = {}  # values known everywhere: 0-d ones, and broadcasts of them
     arrays: dict[Var, str] = {}  # values read from an array at the reader's own index
     arg_names = []
+    lines: list[str] = []
     for k, v in enumerate(graph.inputs):
         name = f"a{k}"
         src.args.append(("input", k))
@@ -155,6 +159,10 @@ def generate(graph: Any, uniform_consts: dict) -> Source:
             scalars[v] = name
         else:
             arrays[v] = name
+            if pointers:
+                src.pointer_args.add(len(src.args) - 1)
+                lines.append(f"{name} = nb.carray(voidptr({name}), {v.aval.shape!r}, "
+                             f"{CAST[v.aval.dtype]})")
     for k, v in enumerate(graph.consts):
         name = f"c{k}"
         src.args.append(("const", v))
@@ -164,7 +172,6 @@ def generate(graph: Any, uniform_consts: dict) -> Source:
             scalars[v] = name
         else:
             arrays[v] = name
-    lines: list[str] = []
     shape_of = {o: o.aval.shape for n in graph.nodes for o in n.outputs}
     loops: dict[tuple, list] = {}  # shape -> nodes computed in its loop, in order
     for n in graph.nodes:

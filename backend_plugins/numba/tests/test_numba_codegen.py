@@ -45,8 +45,8 @@ def _values(rng, shape, dtype):
     return rng.integers(info.min, info.max, shape, endpoint=True, dtype=dtype)
 
 
-def _present(host):
-    return xp.asarray(host, device=DEV)
+def _present(host, dev=DEV):
+    return xp.asarray(host, device=dev)
 
 
 def same(got, want):
@@ -96,7 +96,7 @@ def programs(draw):
         vals = [lax.broadcast_in_dim(x, shape=space, broadcast_dimensions=d) if x.shape != space else x
                 for x, d in zip(xs, bcasts)]
         if const_kind != "none":
-            c = xp.asarray(const, device=DEV)
+            c = xp.asarray(const, device=xs[0].device)
             vals.append(c if c.shape == space else
                         lax.broadcast_in_dim(c, shape=space, broadcast_dimensions=()))
         for a, b, c in ops:
@@ -125,12 +125,12 @@ def programs(draw):
     return fn, inputs
 
 
-def run_both(fn, inputs):
-    tensors = [_present(h) for h in inputs]
+def run_both(fn, inputs, dev=DEV):
+    tensors = [_present(h, dev) for h in inputs]
     graph = trace(fn, *tensors)
     graph = graph.replace(out_tree=None)
     want = [t.numpy() for t in eval_graph(graph, *tensors)]
-    got = fused_kernel(graph, DEV)(*[t._buf for t in tensors])
+    got = fused_kernel(graph, dev)(*[t._buf for t in tensors])
     assert len(got) == len(want)
     for g, w in zip(got, want):
         same(g, w)
@@ -144,6 +144,19 @@ def test_drawn_groups_give_numpys_bits(program):
     try:
         run_both(fn, inputs)
     except codegen.Unsupported as why:  # only ever for a known reason
+        assert any(w in str(why) for w in ("has no generated code", "none of its outputs"))
+
+
+@settings(deadline=None, max_examples=12)
+@given(programs())
+def test_drawn_groups_on_torch_cpu_give_the_torch_kernels_bits(program):
+    """On torch:cpu the loops read the tensors by address (contiguous ones in place, others
+    copied first): the same bits as the torch plan's kernels."""
+    pytest.importorskip("torch")
+    fn, inputs = program
+    try:
+        run_both(fn, inputs, default_runtime().device("torch:cpu"))
+    except codegen.Unsupported as why:
         assert any(w in str(why) for w in ("has no generated code", "none of its outputs"))
 
 

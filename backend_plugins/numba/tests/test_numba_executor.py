@@ -108,8 +108,10 @@ def test_generated_sources_load_once_and_stay_in_the_cache_folder():
 
 
 def test_torch_cpu_runs_large_groups_generated_on_its_tensors():
-    """torch:cpu tensors viewed as arrays (no copies): a large group generated, with the torch
-    plan's bits; a small one and a short SGD-like update keep torch's own kernels."""
+    """torch:cpu tensors passed by address (no copies): a large group generated, with the torch
+    plan's bits, on contiguous tensors, views into a larger buffer (a storage offset) and
+    non-contiguous views (copied first); a small group and a short SGD-like update keep
+    torch's own kernels."""
     torch = pytest.importorskip("torch")
     args = [xp.asarray(a.numpy(), device="torch:cpu") for a in _args(shape=(512, 512))]
     fast, plain = compile(adam), compile(adam, backend="plan")
@@ -120,6 +122,11 @@ def test_torch_cpu_runs_large_groups_generated_on_its_tensors():
     strided = [xp.asarray(a.numpy().T.copy(), device="torch:cpu") for a in args[:4]]
     strided = [xp.permute_dims(a, (1, 0)) for a in strided] + [args[4]]  # non-contiguous views
     for a, b in zip(fast(*strided), plain(*strided)):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    offset = [xp.asarray(np.concatenate([a.numpy()[:3], a.numpy()]), device="torch:cpu")[3:]
+              for a in args[:4]] + [args[4]]
+    assert all(a._buf.storage_offset() == 3 * 512 and a._buf.is_contiguous() for a in offset[:4])
+    for a, b in zip(fast(*offset), plain(*offset)):
         assert a.numpy().tobytes() == b.numpy().tobytes()
     small = [xp.asarray(a.numpy(), device="torch:cpu") for a in _args()]
     assert _kind(compile(adam), *small) == "plan"
