@@ -241,8 +241,8 @@ def group_kernel(group: Any, device: Any) -> Any:
         for k in arrays:
             if pointers:
                 t = bufs[k]
-                if not t.is_contiguous():
-                    t = t.contiguous()
+                if not t.is_contiguous() or t.is_neg():  # a negative view shares the plain data
+                    t = t.resolve_neg().contiguous()
                     held.append(t)
                 args[k] = t.data_ptr()
             else:

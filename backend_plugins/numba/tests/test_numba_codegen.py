@@ -161,6 +161,22 @@ def test_drawn_groups_on_torch_cpu_give_the_torch_kernels_bits(program):
 
 
 
+def test_torch_cpu_inputs_are_read_as_their_values_whatever_their_layout():
+    """By address: a view into a larger buffer, a transposed view and a tensor with torch's
+    lazy negation bit (its data stored negated) are each read as the values they hold."""
+    torch = pytest.importorskip("torch")
+    dev = default_runtime().device("torch:cpu")
+    host = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    graph = trace(lambda a: lax.add(lax.mul(a, a), a), _present(host, dev)).replace(out_tree=None)
+    kernel = fused_kernel(graph, dev)
+    views = {"offset": torch.from_numpy(np.concatenate([host, host]).copy())[2:],
+             "transposed": torch.from_numpy(host.T.copy()).t(),
+             "negative bit": torch._neg_view(torch.from_numpy(-host))}
+    for what, view in views.items():
+        (got,) = kernel(view)
+        np.testing.assert_array_equal(np.asarray(got), host * host + host, err_msg=what)
+
+
 def test_several_loop_shapes_a_scalar_prelude_and_passthrough_outputs():
     """An optimizer-like update of a (40, 33) and a (33,) parameter and a 0-d one, bias
     corrections from a 0-d step count through pow; outputs: computed arrays, a 0-d value,
