@@ -103,10 +103,31 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 
-def _bad(field: str, value: object, allowed: str, advice: str, what: str = "") -> None:
+_RULE = {rule.field: rule for rule in _RULES}
+
+
+def _bad(field: str, value: object, allowed: str, advice: str, what: str = "",
+         owner: str = "SamplingParams.") -> None:
     got = f"{type(value).__name__} {value!r}" if what else repr(value)
     raise SamplingParamsError(
-        f"SamplingParams.{field}={got} is {what or 'out of range'}: expected {allowed}; {advice}")
+        f"{owner}{field}={got} is {what or 'out of range'}: expected {allowed}; {advice}")
+
+
+def _checked(field: str, v: object, owner: str = "SamplingParams.") -> object:
+    """`v` as parameter `field` takes it (float, int, bool), or SamplingParamsError naming
+    `owner` and the field, the value, what is allowed and a fix."""
+    rule = _RULE[field]
+    optional = rule.kind.endswith("?")
+    if optional and v is None:
+        return v
+    is_kind, convert, words = _KINDS[rule.kind.rstrip("?")]
+    if not is_kind(v):
+        _bad(field, v, f"{words}{' or None' if optional else ''}, {rule.allowed}", rule.advice,
+             what=f"not {words}", owner=owner)
+    v = convert(v)
+    if (rule.kind.startswith("number") and not math.isfinite(v)) or not rule.ok(v):
+        _bad(field, v, rule.allowed, rule.advice, owner=owner)
+    return v
 
 
 @dataclass(frozen=True)
@@ -132,18 +153,7 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         for rule in _RULES:
-            v = getattr(self, rule.field)
-            optional = rule.kind.endswith("?")
-            if optional and v is None:
-                continue
-            is_kind, convert, words = _KINDS[rule.kind.rstrip("?")]
-            if not is_kind(v):
-                _bad(rule.field, v, f"{words}{' or None' if optional else ''}, {rule.allowed}",
-                     rule.advice, what=f"not {words}")
-            v = convert(v)
-            if (rule.kind.startswith("number") and not math.isfinite(v)) or not rule.ok(v):
-                _bad(rule.field, v, rule.allowed, rule.advice)
-            object.__setattr__(self, rule.field, v)
+            object.__setattr__(self, rule.field, _checked(rule.field, getattr(self, rule.field)))
         object.__setattr__(self, "stop", _check_stop(self.stop))
         object.__setattr__(self, "stop_token_ids", _check_stop_ids(self.stop_token_ids))
 
@@ -312,6 +322,8 @@ def _top_p(ids: np.ndarray | None, x: np.ndarray, top_p: float) -> Dist:
     """Keep the nucleus: sort by probability, take the shortest prefix of mass >= top_p and
     every token tied with its last. Only tokens above a prefilter threshold are sorted (the
     prefix lies inside them once their mass reaches top_p), so the cost stays O(vocab)."""
+    if top_p >= 1.0:  # off: every token, even those whose mass the running sum rounds away
+        return ids, x
     w = _weights(x)
     mass = top_p * w.sum()
     for rel in _NUCLEUS_PREFILTER:
@@ -377,31 +389,38 @@ def apply_penalties(logits: np.ndarray, prompt_ids: IdsLike = (), output_ids: Id
                     repetition_penalty: float = 1.0, presence_penalty: float = 0.0,
                     frequency_penalty: float = 0.0) -> np.ndarray:
     """Penalized float64 logits (a copy)."""
-    return _penalize(_as_logits(logits), _ids(prompt_ids), _ids(output_ids),
-                     repetition_penalty, presence_penalty, frequency_penalty)
+    x = _as_logits(logits)
+    return _penalize(x, _ids(prompt_ids), _ids(output_ids),
+                     _checked("repetition_penalty", repetition_penalty, "apply_penalties: "),
+                     _checked("presence_penalty", presence_penalty, "apply_penalties: "),
+                     _checked("frequency_penalty", frequency_penalty, "apply_penalties: "))
 
 
 def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
     """Logits scaled by 1/temperature, max shifted to 0; temperature 0 leaves only the argmax."""
     x = _as_logits(logits)
+    temperature = _checked("temperature", temperature, "apply_temperature: ")
     return _dense(*_temperature(None, x, temperature), x.size, -np.inf)
 
 
 def apply_top_k(logits: np.ndarray, k: int) -> np.ndarray:
     """Logits with all but the top k (and ties) set to -inf; k = 0 or k >= vocab is a no-op."""
     x = _as_logits(logits)
+    k = _checked("top_k", k, "apply_top_k: ")
     return x if k == 0 else _dense(*_top_k(None, x, k), x.size, -np.inf)
 
 
 def apply_top_p(logits: np.ndarray, top_p: float) -> np.ndarray:
-    """Logits outside the nucleus of mass top_p set to -inf."""
+    """Logits outside the nucleus of mass top_p set to -inf; top_p = 1 is a no-op."""
     x = _as_logits(logits)
+    top_p = _checked("top_p", top_p, "apply_top_p: ")
     return _dense(*_top_p(None, x, top_p), x.size, -np.inf)
 
 
 def apply_min_p(logits: np.ndarray, min_p: float) -> np.ndarray:
     """Logits of tokens less likely than min_p x the top token's set to -inf."""
     x = _as_logits(logits)
+    min_p = _checked("min_p", min_p, "apply_min_p: ")
     return _dense(*_min_p(None, x, min_p), x.size, -np.inf)
 
 

@@ -66,8 +66,11 @@ def ref_top_k(x: np.ndarray, k: int) -> np.ndarray:
 
 
 def ref_top_p_mask(x: np.ndarray, top_p: float) -> np.ndarray:
-    """The shortest prefix (prob desc, id asc) of mass >= top_p, plus ties of its last."""
+    """The shortest prefix (prob desc, id asc) of mass >= top_p, plus ties of its last; at
+    top_p = 1 every token (the running sum below can reach 1.0 before the smallest ones)."""
     p = ref_softmax(x)
+    if top_p >= 1.0:
+        return np.ones(x.size, bool)
     order = sorted(range(x.size), key=lambda i: (-p[i], i))
     total, bound = 0.0, p[order[-1]]
     for i in order:
@@ -137,6 +140,31 @@ def test_invalid_params_raise_helpful_error(field, value):
     assert "expected" in msg and ";" in msg  # the range, then what to do
 
 
+STANDALONE_BAD = [
+    (lambda v: apply_temperature(LOGITS, v), "temperature", [-0.5, math.nan, "hot"]),
+    (lambda v: apply_top_k(LOGITS, v), "top_k", [-1, 2.5]),
+    (lambda v: apply_top_p(LOGITS, v), "top_p", [0.0, 1.5, math.nan, -0.1]),
+    (lambda v: apply_min_p(LOGITS, v), "min_p", [1.0, 2.0, -0.01]),
+    (lambda v: apply_penalties(LOGITS, repetition_penalty=v), "repetition_penalty", [0.0, -1.0]),
+    (lambda v: apply_penalties(LOGITS, presence_penalty=v), "presence_penalty", [2.5]),
+    (lambda v: apply_penalties(LOGITS, frequency_penalty=v), "frequency_penalty", [-3.0]),
+]
+LOGITS = np.array([1.0, 0.5, -40.0])
+
+
+@pytest.mark.parametrize(("call", "field", "values"), STANDALONE_BAD,
+                         ids=[f for _, f, _ in STANDALONE_BAD])
+def test_standalone_stages_check_their_parameter_as_sampling_params_does(call, field, values):
+    """apply_min_p(x, 2.0) used to return every logit -inf, apply_top_k(x, -1) NumPy's
+    partition error, apply_top_p(x, nan) and apply_temperature(x, -0.5) a silent result."""
+    for v in values:
+        with pytest.raises(SamplingParamsError) as info:
+            call(v)
+        assert isinstance(info.value, ValueError)
+        msg = str(info.value)
+        assert f": {field}=" in msg and "expected" in msg and ";" in msg
+
+
 def test_valid_params_normalized_and_hashable():
     sp = SamplingParams(temperature=1, top_k=np.int64(5), top_p=1, min_p=0, seed=-7,
                         stop="\n", stop_token_ids=[2, 3], logprobs=20, max_joules=1)
@@ -165,12 +193,17 @@ def test_top_k_matches_reference(x, k):
 @example(np.array([2.0, 1.0, 0.0, NEG]), 1e-12)  # top_p tiny: only the top token
 @example(np.array([1.0]), 0.5)  # vocab size 1
 @example(np.array([1.0, 1.0, 0.0]), 1e-9)  # tiny top_p keeps ties of the top token
+# top_p = 1 keeps every token, though the running sum reaches 1.0 before the -17 one (thorough run)
+@example(np.array([0.0, -1.0, -17.0, 0.0] + [17.0] * 10), 1.0)
+@example(np.array([1.0, -40.0]), 1.0)
 def test_top_p_matches_reference(x, top_p):
     got = apply_top_p(x, top_p)
     assert_bracketed(got, ref_top_p_mask(x, top_p * (1 - EPS)),
                      ref_top_p_mask(x, min(top_p * (1 + EPS), 1.0)), x)
     assert np.array_equal(got[kept(got)], x[kept(got)])
     assert kept(got)[np.argmax(x)]  # never empty
+    if top_p == 1.0:  # off, as in SamplingParams: every token, however unlikely
+        assert np.array_equal(got, x)
 
 
 @given(logits_st(), st.floats(0.0, 0.999))
