@@ -449,6 +449,10 @@ def inverse_cdf(w: np.ndarray, u: float) -> int:
     """Index drawn from nonnegative weights ``w`` (not necessarily normalized) by one uniform
     ``u`` in [0, 1): the first i with cumsum(w)[i] > u * sum(w). Large rows go through block
     sums (two short cumsums instead of one over the vocabulary); zero weights are never chosen."""
+    if np.ndim(w) != 1 or not np.size(w):
+        raise ShapeError(f"inverse_cdf needs weights of shape (vocab,), got shape {np.shape(w)}; "
+                         f"pass one row of nonnegative weights")
+    _check_uniform("inverse_cdf", u)
     lo = 0
     if w.size > 4 * _BLOCK:
         nb = -(-w.size // _BLOCK)
@@ -468,8 +472,20 @@ def inverse_cdf(w: np.ndarray, u: float) -> int:
     return lo + (i if i < w.size else _last_positive(w))
 
 
+def _check_uniform(fn: str, u: object) -> None:
+    ok = 0.0 <= u <= 1.0 if isinstance(u, float) else np.all((np.asarray(u) >= 0.0) & (np.asarray(u) <= 1.0))
+    if not ok:  # NaN fails too
+        raise ArgumentValueError(f"{fn}: the uniform draw must lie in [0, 1], got {u!r}; pass "
+                                 f"rng.random() (or one per row)")
+
+
 def inverse_cdf_rows(w: np.ndarray, u: np.ndarray) -> np.ndarray:
     """`inverse_cdf` for each row of ``w`` (S, V) with its own uniform ``u`` (S,), vectorized."""
+    if np.ndim(w) != 2 or not np.size(w) or np.shape(u) != np.shape(w)[:1]:
+        raise ShapeError(f"inverse_cdf_rows needs weights (S, vocab) and one uniform per row (S,), "
+                         f"got shapes {np.shape(w)} and {np.shape(u)}; pass a non-empty 2-d array "
+                         f"and u of its row count")
+    _check_uniform("inverse_cdf_rows", u)
     if w.shape[0] == 1:
         return np.array([inverse_cdf(w[0], float(u[0]))])
     c = np.cumsum(w, axis=1)
@@ -493,6 +509,15 @@ class LogprobInfo:
 def token_logprobs(logits: np.ndarray, token: int, n: int) -> LogprobInfo:
     """`LogprobInfo` for ``token`` and the top ``n`` tokens of log_softmax(logits)."""
     x = np.asarray(logits)
+    if x.ndim != 1 or not x.size:
+        raise ShapeError(f"token_logprobs needs logits of shape (vocab,), got shape {x.shape}; "
+                         f"pass one row")
+    if not _is_int(token) or not 0 <= token < x.size:
+        raise TenferroIndexError(f"token_logprobs: token {token!r} is not a token id in [0, "
+                                 f"{x.size}); pass the id of the chosen token")
+    if not _is_int(n) or n < 0:
+        raise ArgumentValueError(f"token_logprobs: n={n!r} must be an int >= 0 (how many top "
+                                 f"alternatives); pass 0 for the chosen token's only")
     buf = _scratch(1, x.size)
     m = float(x.max())
     np.subtract(x, m, out=buf)

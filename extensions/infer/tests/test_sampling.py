@@ -165,6 +165,25 @@ def test_standalone_stages_check_their_parameter_as_sampling_params_does(call, f
         assert f": {field}=" in msg and "expected" in msg and ";" in msg
 
 
+@pytest.mark.parametrize(("call", "error"), [
+    (lambda: token_logprobs(LOGITS, -1, 2), TenferroIndexError),  # used to wrap to the last token
+    (lambda: token_logprobs(LOGITS, 3, 2), TenferroIndexError),
+    (lambda: token_logprobs(LOGITS, True, 2), TenferroIndexError),
+    (lambda: token_logprobs(LOGITS, 0, -1), ArgumentValueError),
+    (lambda: token_logprobs(LOGITS[None], 0, 1), ShapeError),
+    (lambda: inverse_cdf(LOGITS, 1.5), ArgumentValueError),  # used to return the last token
+    (lambda: inverse_cdf(LOGITS, math.nan), ArgumentValueError),
+    (lambda: inverse_cdf(np.array([]), 0.5), ShapeError),
+    (lambda: inverse_cdf_rows(np.ones((2, 3)), np.array([0.1])), ShapeError),
+    (lambda: inverse_cdf_rows(np.ones((2, 3)), np.array([0.1, 2.0])), ArgumentValueError),
+], ids=["token -1", "token = vocab", "token True", "n -1", "2-d logits", "u 1.5", "u nan",
+        "empty weights", "one u for two rows", "u 2.0 in a row"])
+def test_logprobs_and_inverse_cdf_check_their_arguments(call, error):
+    with pytest.raises(error) as info:
+        call()
+    assert "; " in str(info.value)  # what was expected, then what to do
+
+
 def test_valid_params_normalized_and_hashable():
     sp = SamplingParams(temperature=1, top_k=np.int64(5), top_p=1, min_p=0, seed=-7,
                         stop="\n", stop_token_ids=[2, 3], logprobs=20, max_joules=1)
