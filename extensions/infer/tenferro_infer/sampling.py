@@ -453,6 +453,11 @@ def inverse_cdf(w: np.ndarray, u: float) -> int:
         raise ShapeError(f"inverse_cdf needs weights of shape (vocab,), got shape {np.shape(w)}; "
                          f"pass one row of nonnegative weights")
     _check_uniform("inverse_cdf", u)
+    return _inverse_cdf(w, u)
+
+
+def _inverse_cdf(w: np.ndarray, u: float) -> int:
+    """`inverse_cdf` on arguments already known good (this module's own draws)."""
     lo = 0
     if w.size > 4 * _BLOCK:
         nb = -(-w.size // _BLOCK)
@@ -473,7 +478,11 @@ def inverse_cdf(w: np.ndarray, u: float) -> int:
 
 
 def _check_uniform(fn: str, u: object) -> None:
-    ok = 0.0 <= u <= 1.0 if isinstance(u, float) else np.all((np.asarray(u) >= 0.0) & (np.asarray(u) <= 1.0))
+    if isinstance(u, float):
+        ok = 0.0 <= u <= 1.0
+    else:
+        a = np.asarray(u)
+        ok = bool(((a >= 0.0) & (a <= 1.0)).all())
     if not ok:  # NaN fails too
         raise ArgumentValueError(f"{fn}: the uniform draw must lie in [0, 1], got {u!r}; pass "
                                  f"rng.random() (or one per row)")
@@ -487,7 +496,7 @@ def inverse_cdf_rows(w: np.ndarray, u: np.ndarray) -> np.ndarray:
                          f"and u of its row count")
     _check_uniform("inverse_cdf_rows", u)
     if w.shape[0] == 1:
-        return np.array([inverse_cdf(w[0], float(u[0]))])
+        return np.array([_inverse_cdf(w[0], float(u[0]))])
     c = np.cumsum(w, axis=1)
     idx = (c <= (u * c[:, -1])[:, None]).sum(axis=1)
     over = np.flatnonzero(idx >= w.shape[1])
@@ -544,7 +553,7 @@ def sample(logits: np.ndarray, params: SamplingParams, rng_state: RequestRNG | n
     else:
         gen = (rng_state.generator(len(output_ids)) if isinstance(rng_state, RequestRNG)
                else rng_state)
-        i = inverse_cdf(w, float(gen.random()))
+        i = _inverse_cdf(w, float(gen.random()))
     token = int(i if ids is None else ids[i])
     info = None if params.logprobs is None else token_logprobs(logits, token, params.logprobs)
     return token, info
