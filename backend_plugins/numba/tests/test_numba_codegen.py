@@ -160,7 +160,6 @@ def test_drawn_groups_on_torch_cpu_give_the_torch_kernels_bits(program):
         assert any(w in str(why) for w in ("has no generated code", "none of its outputs"))
 
 
-
 def test_torch_cpu_inputs_are_read_as_their_values_whatever_their_layout():
     """By address: a view into a larger buffer, a transposed view and a tensor with torch's
     lazy negation bit (its data stored negated) are each read as the values they hold."""
