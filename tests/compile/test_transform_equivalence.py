@@ -1,0 +1,122 @@
+"""Transformations of random programs (graphgen.graphs) agree with their definitions:
+
+- `vmap` over a program equals the program run on each example and stacked (batch axis
+  first or last, some arguments shared);
+- `jvp` and `vjp` of a program are each other's transpose: <u, J v> == <J^T u, v> for random
+  tangents v and cotangents u, summed over the float inputs and outputs (every JVP rule
+  against its transpose rule, composed as programs compose them).
+
+A program a transformation cannot take must say so with a typed error (TenferroError).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from graphgen import graphs
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+from test_pass_equivalence import _host
+
+from tenferro_ad import jvp, vjp, vmap
+from tenferro_core.errors import TenferroError
+from tenferro_runtime import array_api as xp
+from tenferro_runtime import eval_graph
+
+DEVICES = ("numpy:cpu", "torch:cpu")  # read by conftest.py (on_backends): backend_device
+BATCH = 3
+
+
+def _example(host: np.ndarray, b: int) -> np.ndarray:
+    """Example `b` of a batched argument: `host` itself, then distinct values of its dtype."""
+    if b == 0:
+        return host
+    if host.dtype.kind == "b":
+        return ~host if b == 1 else np.roll(host, 1)
+    return host + host.dtype.type(b)
+
+
+def _close(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    """Equal integers and booleans; floats to a few ulps of their dtype (a batched product or
+    reduction may accumulate in another order), NaNs in the same places."""
+    assert got.shape == want.shape and got.dtype == want.dtype, \
+        f"{what}: {got.shape} {got.dtype}, expected {want.shape} {want.dtype}"
+    if got.dtype.kind in "fc":
+        tol = 1e-12 if got.dtype in (np.float64, np.complex128) else 1e-5
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+@settings(deadline=None, max_examples=20)
+@given(data=st.data())
+def test_vmap_of_a_program_is_the_program_per_example(backend_device, data):
+    graph, args = data.draw(graphs(backend_device), label="graph")
+    axes = data.draw(st.lists(st.sampled_from((0, -1, None)), min_size=len(args), max_size=len(args)),
+                     label="in_axes")
+    axes = [0 if a == -1 and not args[i].shape else a for i, a in enumerate(axes)]
+    if all(a is None for a in axes):
+        axes = [0] * len(args)
+    hosts = [_host(a) for a in args]
+    examples = [[h if ax is None else _example(h, b) for h, ax in zip(hosts, axes)] for b in range(BATCH)]
+    batched = [args[i] if ax is None else xp.asarray(
+        np.stack([ex[i] for ex in examples], axis=0 if ax == 0 else h.ndim), device=backend_device)
+        for i, (h, ax) in enumerate(zip(hosts, axes))]
+    try:
+        got = vmap(lambda *xs: eval_graph(graph, *xs), in_axes=tuple(axes), axis_size=BATCH)(*batched)
+    except TenferroError as exc:  # refused with a typed error: fine, nothing to compare
+        note(f"vmap refused: {type(exc).__name__}: {exc}")
+        return
+    per_example = [eval_graph(graph, *[args[i] if ax is None else xp.asarray(x, device=backend_device)
+                                       for i, (x, ax) in enumerate(zip(ex, axes))]) for ex in examples]
+    assert len(got) == len(graph.outputs)
+    for k, out in enumerate(got):
+        _close(_host(out), np.stack([_host(p[k]) for p in per_example]), f"output {k}")
+
+
+def _dot(xs: list, ys: list) -> tuple[float, float]:
+    """(sum of x * y, sum of |x * y|) over pairs of same-shaped arrays, in float64."""
+    terms = [_host(x).astype(np.float64) * _host(y).astype(np.float64) for x, y in zip(xs, ys)]
+    return sum(float(t.sum()) for t in terms), sum(float(np.abs(t).sum()) for t in terms)
+
+
+@settings(deadline=None, max_examples=40)
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1))
+def test_jvp_and_vjp_of_a_program_are_transposes(backend_device, data, seed):
+    graph, args = data.draw(graphs(backend_device), label="graph")
+    wrt = [i for i, a in enumerate(args) if a.dtype.kind == "f"]
+    outs = [k for k, v in enumerate(graph.outputs) if getattr(v, "aval", None) is not None
+            and v.aval.dtype.kind == "f"]
+    if not wrt or not outs:
+        return
+
+    def f(*xs):
+        full = list(args)
+        for i, x in zip(wrt, xs):
+            full[i] = x
+        res = eval_graph(graph, *full)
+        return [res[k] for k in outs]
+
+    rng = np.random.default_rng(seed)
+
+    def like(t):
+        h = _host(t)
+        return xp.asarray(rng.standard_normal(h.shape).astype(h.dtype), device=backend_device)
+
+    primals = [args[i] for i in wrt]
+    tangents = [like(p) for p in primals]
+    try:
+        values, jv = jvp(f, primals, tangents)
+        values_vjp, pullback = vjp(f, *primals)
+    except TenferroError as exc:
+        note(f"refused: {type(exc).__name__}: {exc}")
+        return
+    for a, b in zip(values, values_vjp):
+        np.testing.assert_array_equal(_host(a), _host(b), err_msg="jvp and vjp disagree on the value")
+    cotangents = [like(v) for v in values]
+    jtu = pullback(cotangents)
+    lhs, lscale = _dot(cotangents, jv)
+    rhs, rscale = _dot(jtu, tangents)
+    note(f"<u, Jv> = {lhs}, <J^T u, v> = {rhs}")
+    if not (np.isfinite(lhs) and np.isfinite(rhs) and np.isfinite(lscale + rscale)):
+        return  # an overflow or a NaN in the derivatives (a pole): no inner product to compare
+    assert abs(lhs - rhs) <= 1e-4 * (lscale + rscale) + 1e-6, (lhs, rhs)
