@@ -111,8 +111,31 @@ def _dot_general(node: Any) -> Any:
     return dot_general
 
 
+def _select(node: Any) -> Any:
+    """`select` as torch.where: Inductor emits a branch-free blend, where the CPU kernel's
+    bit arithmetic (elementwise.select_bits, ``b ^ ((a ^ b) * pred)``) has it multiply an int
+    vector by a bool one, which torch 2.13's C++ codegen does not compile."""
+    def select(pred: Any, on_true: Any, on_false: Any) -> Any:
+        return torch.where(pred, on_true, on_false)
+
+    return select
+
+
+def _comparison(node: Any) -> Any:
+    """A comparison as torch's own (a bool result): the CPU kernel writes large masks into int8
+    and views them as bool (elementwise.BYTE_MASKS), which Inductor's C++ codegen then loads
+    as a bool vector it cannot convert."""
+    fn = getattr(torch, node.prim.name)
+
+    def comparison(x: Any, y: Any) -> Any:
+        return fn(x, y)
+
+    return comparison
+
+
 # kernels replaced by lowerings of their own: node -> a function of its operand buffers, or None
-_LOWERINGS = {"dot_general": _dot_general}
+_LOWERINGS = {"dot_general": _dot_general, "select": _select,
+              **dict.fromkeys(("eq", "ne", "lt", "le", "gt", "ge"), _comparison)}
 # kernels that read operand values on the host (index starts, masks of a data-dependent
 # size): dynamo would break the graph at each; they run as fallbacks instead
 _HOST_READS = frozenset({"dynamic_slice", "dynamic_update_slice", "scatter", "scatter_add"})
@@ -294,6 +317,9 @@ class _Lowerer:
         if device.specialize is not None:
             fn = device.specialize(prim.name, fn, tuple(v.aval for v in node.inputs),
                                    tuple(v.aval for v in node.outputs))
+            # the kernel itself, not its one-thread wrapper (threads.py): setting torch's pool
+            # size is no graph op, and dynamo broke the graph at every wrapped call
+            fn = getattr(fn, "one_thread_of", fn)
         return _bound(fn, self.params(node), prim.name)
 
     def decompose(self, node: Any, env: dict, depth: int) -> str | None:

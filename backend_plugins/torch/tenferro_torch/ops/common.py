@@ -17,6 +17,10 @@ TO_TORCH: dict[D.DType, torch.dtype] = {
     D.complex128: torch.complex128,
 }
 FROM_TORCH: dict[torch.dtype, D.DType] = {v: k for k, v in TO_TORCH.items()}
+TORCH_BY_NAME: dict[str, torch.dtype] = {k.name: v for k, v in TO_TORCH.items()}
+"""`TO_TORCH` by dtype name, for kernels given a dtype param: dynamo (the Inductor executor)
+cannot trace a DType's identity hash (a C slot) and broke the graph at each lookup; a name's
+hash it can, and it costs what the identity hash costs."""
 KIND: dict[torch.dtype, str] = {v: k.kind for k, v in TO_TORCH.items()}
 
 

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .common import TO_TORCH, by_kind, on_cpu, storage_address
+from .common import TORCH_BY_NAME, by_kind, on_cpu, storage_address
 from .structural import pad
 
 
@@ -29,7 +29,7 @@ def _reducer(fn, keep_dtype: bool, elementwise=None):
     def kernel(x, *, axes):
         if not axes:
             return x
-        if elementwise is not None and _few_per_output(x, axes, elementwise):
+        if elementwise is not None and not _compiling() and _few_per_output(x, axes, elementwise):
             return _by_slices(elementwise, x, axes)
         return fn(x, dim=axes, dtype=x.dtype) if keep_dtype else fn(x, dim=axes)
 
@@ -37,6 +37,7 @@ def _reducer(fn, keep_dtype: bool, elementwise=None):
 
 
 _LOGICAL = (torch.logical_and, torch.logical_or)
+_compiling = torch.compiler.is_compiling  # under the Inductor executor Inductor fuses the window
 
 
 def _few_per_output(x, axes: tuple, op) -> bool:
@@ -74,7 +75,7 @@ def _reduce_prod(x, *, axes):
 
 def _arg(fn):
     def kernel(x, *, axis, index_dtype):
-        return fn(x, dim=axis).to(TO_TORCH[index_dtype])
+        return fn(x, dim=axis).to(TORCH_BY_NAME[index_dtype.name])
 
     def on_bool(x, *, axis, index_dtype):
         return kernel(x.to(torch.uint8), axis=axis, index_dtype=index_dtype)
@@ -94,7 +95,7 @@ def _sort(x, *, dimension, descending, stable):
 
 def _argsort(x, *, dimension, descending, stable, index_dtype):
     idx = torch.argsort(x, dim=dimension, descending=descending, stable=stable)
-    return idx.to(TO_TORCH[index_dtype])
+    return idx.to(TORCH_BY_NAME[index_dtype.name])
 
 
 def _native_matmul(x) -> bool:

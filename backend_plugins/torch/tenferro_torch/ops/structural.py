@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from .common import TO_TORCH
+from .common import TORCH_BY_NAME
 
 
 def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
@@ -24,7 +24,7 @@ def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
 def convert(x, *, new_dtype):
     """`convert`: to bool is "nonzero" (either part of a complex number); complex to a real
     or integer dtype takes the real part (torch would warn); otherwise torch's C casts."""
-    target = TO_TORCH[new_dtype]
+    target = TORCH_BY_NAME[new_dtype.name]
     if target is torch.bool:
         return x != 0
     if x.is_complex() and not target.is_complex:
@@ -129,7 +129,8 @@ def _iota(*, dtype, shape, dimension, device):
     n = shape[dimension]
     view = [1] * len(shape)
     view[dimension] = n
-    line = torch.arange(n, device=device.id).to(TO_TORCH[dtype])  # int64, then wrap/round once
+    # int64, then wrap/round once
+    line = torch.arange(n, device=device.id).to(TORCH_BY_NAME[dtype.name])
     return line.reshape(view).expand(shape).contiguous()
 
 
@@ -149,7 +150,7 @@ def _fill_value(value, dtype):
 
 def _full(*, shape, fill_value, dtype, device):
     value = _fill_value(fill_value, dtype)
-    target = TO_TORCH[dtype]
+    target = TORCH_BY_NAME[dtype.name]
     if dtype.kind in "biu" or _in_range(value, target):
         return torch.full(shape, value, dtype=target, device=device.id)
     # torch.full refuses values beyond the type's range; float64 -> target rounds them once
@@ -167,7 +168,7 @@ KERNELS = {
     "reshape": lambda x, *, new_sizes: x.reshape(new_sizes),
     "transpose": lambda x, *, permutation: x.permute(permutation),
     "broadcast_in_dim": _broadcast_in_dim, "convert": convert,
-    "bitcast_convert": lambda x, *, new_dtype: x.view(TO_TORCH[new_dtype]),
+    "bitcast_convert": lambda x, *, new_dtype: x.view(TORCH_BY_NAME[new_dtype.name]),
     "slice": _slice, "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
     "pad": pad, "concatenate": lambda *xs, dimension: torch.cat(xs, dim=dimension),
     "reverse": lambda x, *, dimensions: torch.flip(x, dimensions) if dimensions else x,

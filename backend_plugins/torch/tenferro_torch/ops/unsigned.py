@@ -33,7 +33,7 @@ import torch
 from tenferro_core import dtypes as D
 
 from . import elementwise, reductions, structural
-from .common import TO_TORCH, same
+from .common import TORCH_BY_NAME, same
 
 TWIN: dict[torch.dtype, torch.dtype] = {
     torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64,
@@ -108,7 +108,7 @@ def _index_out(kernel: Kernel) -> Kernel:
         twin = TWIN_DTYPE.get(index_dtype)
         if twin is None:
             return kernel(*args, index_dtype=index_dtype, **params)
-        return kernel(*args, index_dtype=twin, **params).view(TO_TORCH[index_dtype])
+        return kernel(*args, index_dtype=twin, **params).view(TORCH_BY_NAME[index_dtype.name])
 
     return wrapped
 
@@ -185,10 +185,10 @@ def _abs(x: torch.Tensor) -> torch.Tensor:
 
 def _u64_to_float(v: torch.Tensor, new_dtype: D.DType) -> torch.Tensor:
     """uint64 (int64 bit patterns) to a float or complex dtype, rounded once."""
-    f = TO_TORCH[D.real_of(new_dtype)]
+    f = TORCH_BY_NAME[D.real_of(new_dtype).name]
     half = ((v >> 1) & _I64_MAX) | (v & 1)  # the dropped bit stays as a sticky bit
     out = torch.where(v < 0, half.to(f) * 2, v.to(f))
-    return out.to(TO_TORCH[new_dtype])
+    return out.to(TORCH_BY_NAME[new_dtype.name])
 
 
 def _float_to_int64(x: torch.Tensor, *, to_uint64: bool) -> torch.Tensor:
@@ -217,7 +217,7 @@ def _convert(x: torch.Tensor, *, new_dtype: D.DType) -> torch.Tensor:
         x = torch.real(x)
     if x.is_floating_point():
         x = _float_to_int64(x, to_uint64=new_dtype is D.uint64)
-    return x.to(TO_TORCH[dst_twin]).view(TO_TORCH[new_dtype])
+    return x.to(TORCH_BY_NAME[dst_twin.name]).view(TORCH_BY_NAME[new_dtype.name])
 
 
 # ---- indices and creation -------------------------------------------------------------
@@ -259,7 +259,7 @@ def _created(base: Kernel) -> Kernel:
         twin = TWIN_DTYPE.get(dtype)
         if twin is None:
             return base(dtype=dtype, **params)
-        return base(dtype=twin, **params).view(TO_TORCH[dtype])
+        return base(dtype=twin, **params).view(TORCH_BY_NAME[dtype.name])
 
     return kernel
 
