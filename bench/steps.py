@@ -10,10 +10,13 @@ Workloads (float32; each one a whole train step: forward, loss, backward, optimi
   GELU (tanh form), layer norms, causal self-attention (`MultiheadAttention`), mean squared
   error against a target, Adam.
 
-Each runs compiled on numpy:cpu and torch:cpu (`compile(train_step, donate_argnums=(0, 1))`)
-and under JAX `jit` (the same math; a hand-written Adam with PyTorch's formulas, as
-bench/train.py's `jax_jit`); the losses of the first steps are checked to agree before any
-timing. Goal (issue 27): numpy:cpu at most 1.0x JAX `jit` on every step, in every run.
+Each runs compiled on numpy:cpu and torch:cpu (`compile(train_step, donate_argnums=(0, 1))`,
+the devices' default executors), on torch:cpu by the Inductor executor (row
+"torch:cpu+inductor": `compile(..., backend="inductor")`, the whole step one torch.compile
+graph; its first call compiles for tens of seconds) and under JAX `jit` (the same math; a
+hand-written Adam with PyTorch's formulas, as bench/train.py's `jax_jit`); the losses of the
+first steps are checked to agree before any timing. Goal (issue 27): at most 1.0x JAX `jit`
+in every run: numpy:cpu on the MLP steps, the best row on the CNN and the block.
 
     python bench/steps.py [--runs 3] [--only mlp-sgd,cnn] [--profile]
 
@@ -39,16 +42,19 @@ from tenferro_runtime import array_api as xp
 from tenferro_runtime import compile, default_device, random
 
 B1, B2, EPS = 0.9, 0.999, 1e-8
-DEVICES = ["numpy:cpu", "torch:cpu"]
+DEVICES = ["numpy:cpu", "torch:cpu", "torch:cpu+inductor"]
+"""The tenferro rows: a device, or device+executor (`compile(..., backend=executor)`)."""
 
 
 # ---- tenferro ------------------------------------------------------------------------------
 
-def tf_step(make_model: Callable, opt: nn.Optimizer, loss: Callable, batch: tuple, device: str,
+def tf_step(make_model: Callable, opt: nn.Optimizer, loss: Callable, batch: tuple, row: str,
             key: bool = False) -> Callable:
-    """`run()`: one compiled train step of `loss(model, *batch[, key])` on `device`, model and
-    optimizer state donated (as bench/train.py's `tf_compiled`). With `key`, the step gets a
-    dropout key folded with the optimizer's step count inside the graph."""
+    """`run()`: one compiled train step of `loss(model, *batch[, key])` on the row's device (by
+    its executor, "device+executor"), model and optimizer state donated (as bench/train.py's
+    `tf_compiled`). With `key`, the step gets a dropout key folded with the optimizer's step
+    count inside the graph."""
+    device, _, backend = row.partition("+")
     with default_device(device):
         model = make_model()
         args = [xp.asarray(a) for a in batch]
@@ -64,7 +70,7 @@ def tf_step(make_model: Callable, opt: nn.Optimizer, loss: Callable, batch: tupl
         model, state = opt.update(model, grads, state)
         return model, state, value
 
-    step = compile(train_step, donate_argnums=(0, 1))
+    step = compile(train_step, donate_argnums=(0, 1), backend=backend or None)
 
     def run():
         state[0], state[1], value = step(state[0], state[1], *args)
@@ -324,7 +330,8 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated: mlp-sgd, mlp-adam, cnn, block")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--devices", default=",".join(DEVICES), help="tenferro devices to time")
+    ap.add_argument("--devices", default=",".join(DEVICES),
+                    help="tenferro rows to time: devices, or device+executor")
     args = ap.parse_args()
     DEVICES[:] = args.devices.split(",")
     threads = threads_setting()
@@ -347,7 +354,7 @@ def main() -> None:
             cells = "  ".join(f"{r} {t * 1e3:.2f} ms ({t / ref:.2f}x)" for r, t in best.items())
             print(f"  {name}: {cells}")
     print(f"\nratio to JAX jit per run, {args.runs} runs (goal <= 1.0 in every run: numpy:cpu for "
-          f"the MLP steps, the best device for the CNN and the block)")
+          f"the MLP steps, the best row (device or executor) for the CNN and the block)")
     for name, rs in ratios.items():
         cells = "  ".join(f"{d} {' '.join(f'{r[d]:.2f}' for r in rs)}" for d in DEVICES)
         if "MLP" in name and "numpy:cpu" not in DEVICES:
