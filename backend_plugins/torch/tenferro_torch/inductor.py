@@ -38,7 +38,7 @@ def compile_graph(graph: Any, device: Any) -> Callable[[list], list] | None:
     from .fx_lowering import Decline, lower
 
     try:
-        lowered = lower(graph, device)
+        lowered = lower(graph, device, realize_scalars=True)
     except Decline as why:
         log.info("inductor: declined a graph of %d node(s) on %s: %s (the generic plan "
                  "executor runs it)", len(graph.nodes), device, why)
