@@ -5,7 +5,8 @@ on integer labels, PyTorch-layout weights):
 - the loss gradient by `grad` (uncompiled) vs PyTorch autograd (`loss.backward()`), the same
   loss; goal at most 1.15x;
 - the compiled SGD and Adam train steps (`compile` of the functional step, parameters and
-  optimizer state donated) vs PyTorch eager (torch.optim) and `torch.compile` (model and
+  optimizer state donated; by torch:cpu's default executor, and by the Inductor executor,
+  `backend="inductor"`) vs PyTorch eager (torch.optim) and `torch.compile` (model and
   optimizer step compiled); goal at most 1.0x of each.
 `--profile` prints torch's per-op profile of tenferro's grad and compiled steps (the table
 in docs/performance.md).
@@ -83,6 +84,7 @@ def main() -> None:
     }
     for name, (tf_opt, torch_opt) in (("SGD", sgd), ("Adam", adam)):
         group = {"tenferro compiled": tf_compiled(params, x, y, DEVICE, opt=tf_opt),
+                 "tenferro inductor": tf_compiled(params, x, y, DEVICE, backend="inductor", opt=tf_opt),
                  "PyTorch eager": torch_eager(torch, params, x, y, make_opt=torch_opt)}
         try:
             group["torch.compile"] = torch_compiled(torch, params, x, y, make_opt=torch_opt)
@@ -100,10 +102,10 @@ def main() -> None:
                         "tenferro compiled Adam step": groups["Adam train step"]["tenferro compiled"]})
     for title, group in groups.items():
         times = interleaved_all(group, rounds=15, number=5)
-        ref = next(iter(group))
         print(f"\nMLP 784-512-512-10 b128 f32, {title}")
-        for name, t in times.items():
-            ratios = "  ".join(f"{t / times[o]:5.2f}x {o}" for o in times if o != name and name == ref)
+        for name, t in times.items():  # each tenferro row against each PyTorch one
+            ratios = "  ".join(f"{t / times[o]:5.2f}x {o}" for o in times
+                               if name.startswith("tenferro") and not o.startswith("tenferro"))
             print(f"  {name:<22}{t * 1e3:>8.2f} ms  {ratios}")
 
 
