@@ -115,16 +115,30 @@ def _select(node: Any) -> Any:
     """`select` as torch.where: Inductor emits a branch-free blend, where the CPU kernel's
     bit arithmetic (elementwise.select_bits, ``b ^ ((a ^ b) * pred)``) has it multiply an int
     vector by a bool one, which torch 2.13's C++ codegen does not compile."""
-    def select(pred: Any, on_true: Any, on_false: Any) -> Any:
-        return torch.where(pred, on_true, on_false)
+    dtype = node.outputs[0].aval.dtype
+    if dtype.kind == "u" and dtype.bits > 8:  # Inductor promotes nothing to uint16/32/64
+        signed, unsigned = _SIGNED_OF_WIDTH[dtype.bits], getattr(torch, dtype.name)
+
+        def select(pred: Any, on_true: Any, on_false: Any) -> Any:
+            return torch.where(pred, on_true.view(signed), on_false.view(signed)).view(unsigned)
+    else:
+        def select(pred: Any, on_true: Any, on_false: Any) -> Any:
+            return torch.where(pred, on_true, on_false)
 
     return select
+
+
+_SIGNED_OF_WIDTH = {16: torch.int16, 32: torch.int32, 64: torch.int64}
 
 
 def _comparison(node: Any) -> Any:
     """A comparison as torch's own (a bool result): the CPU kernel writes large masks into int8
     and views them as bool (elementwise.BYTE_MASKS), which Inductor's C++ codegen then loads
-    as a bool vector it cannot convert."""
+    as a bool vector it cannot convert. Not for unsigned integers wider than a byte, which
+    torch compares through their signed twins (ops/unsigned.py): their kernel runs."""
+    dtype = node.inputs[0].aval.dtype
+    if dtype.kind == "u" and dtype.bits > 8:
+        return None
     fn = getattr(torch, node.prim.name)
 
     def comparison(x: Any, y: Any) -> Any:

@@ -494,3 +494,20 @@ def test_computed_scalars_that_arrays_read_are_extra_outputs():
     got = inductor(f)(x, t)
     for g, w in zip(got, f(x, t)):
         close(g, w, rtol=1e-6, atol=0)
+
+
+@pytest.mark.filterwarnings("error::tenferro_runtime.executor.BackendCompileWarning")
+def test_unsigned_comparisons_and_selects():
+    """torch has no `lt` for uint16/32/64 on the CPU: those comparisons keep the backend's
+    kernel (signed twins), the others are torch's own, selects are torch.where."""
+    a_np = np.array([0, 1, 2**32 - 1, 5, 2**31], np.uint32)
+    b_np = np.array([3, 1, 0, 7, 2**31 - 1], np.uint32)
+
+    def f(a, b):
+        return a < b, a == b, xp.where(a >= b, a, b), xp.astype(a, xp.uint8) > xp.astype(b, xp.uint8)
+
+    got = inductor(f)(on(a_np), on(b_np))
+    want = (a_np < b_np, a_np == b_np, np.where(a_np >= b_np, a_np, b_np),
+            a_np.astype(np.uint8) > b_np.astype(np.uint8))
+    for g, w in zip(got, want):
+        close(g, w)
