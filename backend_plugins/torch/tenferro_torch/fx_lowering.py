@@ -283,6 +283,14 @@ class _Lowerer:
         if body is None or None in targets:
             return None, "its body returns a value that is not a tensor result of a torch dtype"
         dev = self.device.id
+        if length == 0:  # no step: the carry as it came and empty stacks (Inductor's lowering
+            # of a while_loop over zero-length stacks indexes out of bounds)
+            def tf_scan_empty(*ops: Any) -> Any:
+                return (*ops[nk:nk + nc], *[torch.zeros((0, *a.shape), dtype=t, device=dev)
+                                            for a, t in zip(y_avals, targets)])
+
+            self.out.n_lowered += 1
+            return tf_scan_empty, None
 
         def tf_scan(*ops: Any) -> Any:
             consts, xs = ops[:nk], ops[nk + nc:]
