@@ -61,13 +61,34 @@ def _tensor_guards(entries: list) -> list[bool]:
     return [e.guard_type == "TENSOR_MATCH" for e in entries]
 
 
+def _row_major(shape: tuple) -> tuple:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def _restrided(out: Any) -> tuple:
+    """The results that are dense but carry Inductor's own stride on a size-1 axis (a (32, 1,
+    3, 3) weight with stride 288 on axis 1), with the row-major strides they get instead (the
+    same elements: a size-1 axis is never stepped). Fed back into the next call (a train
+    step's parameters), the odd stride failed dynamo's stride guard and compiled the graph a
+    second time."""
+    import torch
+
+    return tuple((i, _row_major(tuple(t.shape))) for i, t in enumerate(out)
+                 if isinstance(t, torch.Tensor) and t.is_contiguous()
+                 and t.stride() != _row_major(tuple(t.shape)))
+
+
 class _Runner:
     """Runs the compiled module and assembles the graph's outputs from its results, the
     inputs and the constants. Inductor compiles on the first call: where that fails, the
     generic plan runs the graph from then on (with a BackendCompileWarning). Under
     TENFERRO_CHECK_KERNELS every output is checked against the graph's avals."""
 
-    __slots__ = ("fn", "sources", "graph", "device", "first")
+    __slots__ = ("fn", "sources", "graph", "device", "first", "restride")
 
     def __init__(self, fn: Any, sources: list, graph: Any, device: Any):
         self.fn = fn
@@ -77,6 +98,7 @@ class _Runner:
         self.graph = graph
         self.device = device
         self.first = fn is not None
+        self.restride: tuple = ()  # (result index, row-major strides): see `_restrided`
 
     def __call__(self, bufs: list) -> list:
         if self.first:
@@ -88,6 +110,10 @@ class _Runner:
                 out = self.fn(*bufs)
             except Exception as exc:
                 raise failed(None, self.device, exc, who=self._who())  # noqa: B904
+        if self.restride:
+            out = list(out)
+            for i, strides in self.restride:
+                out[i] = out[i].as_strided(out[i].shape, strides, out[i].storage_offset())
         return [out[x] if k == "fx" else bufs[x] if k == "in" else x for k, x in self.sources]
 
     def _first(self, bufs: list) -> Any:
@@ -111,6 +137,8 @@ class _Runner:
             self.fn = lambda *b: plan.run_buffers(list(b))
             self.sources = [("fx", i) for i in range(len(self.graph.outputs))]
             out = self.fn(*bufs)
+        else:
+            self.restride = _restrided(out)
         self.first = False
         return out
 

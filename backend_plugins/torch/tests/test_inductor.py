@@ -511,3 +511,19 @@ def test_unsigned_comparisons_and_selects():
             a_np.astype(np.uint8) > b_np.astype(np.uint8))
     for g, w in zip(got, want):
         close(g, w)
+
+
+def test_a_dense_result_with_an_odd_stride_on_a_size_one_axis_gets_row_major_strides():
+    """Inductor may give a dense result any stride on a size-1 axis; fed back into the next
+    call (a train step's parameter) it failed dynamo's stride guard and recompiled the graph.
+    The runner views such results with row-major strides: the same elements, no copy."""
+    from tenferro_torch.inductor import _Runner
+
+    odd = torch.empty_strided((32, 1, 3, 3), (9, 288, 3, 1))
+    odd.copy_(torch.arange(288.0).reshape(32, 1, 3, 3))
+    plain = torch.arange(6.0).reshape(2, 3)
+    runner = _Runner(lambda *bufs: (odd, plain), [("fx", 0), ("fx", 1), ("in", 0)], None, None)
+    for _ in range(2):  # the first call finds them, later calls reuse what it found
+        got, same, passed = runner([plain])
+        assert got.stride() == (9, 9, 3, 1) and got.data_ptr() == odd.data_ptr()
+        assert torch.equal(got, odd) and same is plain and passed is plain
