@@ -61,14 +61,6 @@ def _tensor_guards(entries: list) -> list[bool]:
     return [e.guard_type == "TENSOR_MATCH" for e in entries]
 
 
-def _row_major(shape: tuple) -> tuple:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return tuple(reversed(strides))
-
-
 def _restrided(out: Any) -> tuple:
     """The results that are dense but carry Inductor's own stride on a size-1 axis (a (32, 1,
     3, 3) weight with stride 288 on axis 1), with the row-major strides they get instead (the
@@ -76,10 +68,11 @@ def _restrided(out: Any) -> tuple:
     step's parameters), the odd stride failed dynamo's stride guard and compiled the graph a
     second time."""
     import torch
+    from torch._prims_common import make_contiguous_strides_for
 
-    return tuple((i, _row_major(tuple(t.shape))) for i, t in enumerate(out)
-                 if isinstance(t, torch.Tensor) and t.is_contiguous()
-                 and t.stride() != _row_major(tuple(t.shape)))
+    dense = [(i, t, tuple(make_contiguous_strides_for(t.shape))) for i, t in enumerate(out)
+             if isinstance(t, torch.Tensor) and t.is_contiguous()]
+    return tuple((i, strides) for i, t, strides in dense if t.stride() != strides)
 
 
 class _Runner:
