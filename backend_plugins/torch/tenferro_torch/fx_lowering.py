@@ -26,6 +26,10 @@ import torch.fx
 
 from tenferro_core.errors import TenferroError
 
+from .ops.common import TORCH_BY_NAME
+from .ops.elementwise import _COMPARISONS
+from .ops.unsigned import EMULATED, TWIN
+
 log = logging.getLogger("tenferro_torch.inductor")
 _MAX_DEPTH = 8  # decompositions inlined inside decompositions
 
@@ -116,8 +120,9 @@ def _select(node: Any) -> Any:
     bit arithmetic (elementwise.select_bits, ``b ^ ((a ^ b) * pred)``) has it multiply an int
     vector by a bool one, which torch 2.13's C++ codegen does not compile."""
     dtype = node.outputs[0].aval.dtype
-    if dtype.kind == "u" and dtype.bits > 8:  # Inductor promotes nothing to uint16/32/64
-        signed, unsigned = _SIGNED_OF_WIDTH[dtype.bits], getattr(torch, dtype.name)
+    if dtype in EMULATED:  # Inductor promotes nothing to uint16/32/64
+        unsigned = TORCH_BY_NAME[dtype.name]
+        signed = TWIN[unsigned]
 
         def select(pred: Any, on_true: Any, on_false: Any) -> Any:
             return torch.where(pred, on_true.view(signed), on_false.view(signed)).view(unsigned)
@@ -128,18 +133,14 @@ def _select(node: Any) -> Any:
     return select
 
 
-_SIGNED_OF_WIDTH = {16: torch.int16, 32: torch.int32, 64: torch.int64}
-
-
 def _comparison(node: Any) -> Any:
     """A comparison as torch's own (a bool result): the CPU kernel writes large masks into int8
     and views them as bool (elementwise.BYTE_MASKS), which Inductor's C++ codegen then loads
     as a bool vector it cannot convert. Not for unsigned integers wider than a byte, which
     torch compares through their signed twins (ops/unsigned.py): their kernel runs."""
-    dtype = node.inputs[0].aval.dtype
-    if dtype.kind == "u" and dtype.bits > 8:
+    if node.inputs[0].aval.dtype in EMULATED:
         return None
-    fn = getattr(torch, node.prim.name)
+    fn = _COMPARISONS[node.prim.name]
 
     def comparison(x: Any, y: Any) -> Any:
         return fn(x, y)
@@ -149,7 +150,7 @@ def _comparison(node: Any) -> Any:
 
 # kernels replaced by lowerings of their own: node -> a function of its operand buffers, or None
 _LOWERINGS = {"dot_general": _dot_general, "select": _select,
-              **dict.fromkeys(("eq", "ne", "lt", "le", "gt", "ge"), _comparison)}
+              **dict.fromkeys(_COMPARISONS, _comparison)}
 # kernels that read operand values on the host (index starts, masks of a data-dependent
 # size): dynamo would break the graph at each; they run as fallbacks instead
 _HOST_READS = frozenset({"dynamic_slice", "dynamic_update_slice", "scatter", "scatter_add"})
