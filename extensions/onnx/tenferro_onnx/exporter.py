@@ -241,7 +241,16 @@ def build_model(graph: Any, opset: int, in_names: list[str], out_names: list[str
     ops = [helper.make_opsetid("", opset)]
     model = helper.make_model(g, opset_imports=ops, producer_name="tenferro-onnx",
                               producer_version=__version__, ir_version=helper.find_min_ir_version_for(ops))
+    named = zip([*in_names, *out_names], [*inputs, *graph.outputs])
+    pairs = [n for n, v in named if v.aval.dtype.kind == "c"]
+    if pairs:  # so that import_model can take complex arguments for them
+        helper.set_model_props(model, {COMPLEX_PAIRS: ",".join(pairs)})
     return model
+
+
+COMPLEX_PAIRS = "tenferro.complex_pairs"
+"""Model metadata key: the comma-separated graph inputs and outputs that hold complex values
+as (real, imag) pairs."""
 
 
 def _reads(node: Any) -> set[str]:

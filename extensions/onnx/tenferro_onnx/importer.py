@@ -38,6 +38,10 @@ class OnnxFunction:
 
         for t in g.initializer:
             self._inits[t.name] = numpy_helper.to_array(t)
+        from .exporter import COMPLEX_PAIRS
+
+        props = {p.key: p.value for p in model.metadata_props}
+        self.complex_pairs = set(filter(None, props.get(COMPLEX_PAIRS, "").split(",")))
         self._graphs: dict[tuple, Any] = {}
         self._lock = threading.Lock()
 
@@ -57,6 +61,8 @@ class OnnxFunction:
             t = a if isinstance(a, Tensor) else asarray(np.asarray(a))
             tt = spec.type.tensor_type
             want = FROM_ONNX.get(tt.elem_type)
+            if t.dtype.kind == "c" and want in ("float32", "float64"):
+                t = self._as_pairs(t, spec.name, want)
             if want is not None and t.dtype.name != want:
                 raise DTypeError(f"{self.name}: input {spec.name!r} must be {want}, got {t.dtype}; convert "
                                  f"it with xp.astype(x, xp.{want})")
@@ -72,6 +78,20 @@ class OnnxFunction:
                                      f"export the model with that axis dynamic")
             out.append(t)
         return out
+
+    def _as_pairs(self, t: Any, name: str, want: str) -> Any:
+        """A complex argument as the (real, imag) pairs input `name` holds (exact)."""
+        from tenferro_runtime import array_api as xp
+
+        pairs_of = {"float32": "complex64", "float64": "complex128"}[want]
+        if name not in self.complex_pairs:
+            raise DTypeError(f"{self.name}: input {name!r} must be {want}, got {t.dtype}; if it holds "
+                             f"complex values as (real, imag) pairs, pass "
+                             f"xp.stack([xp.real(x), xp.imag(x)], axis=-1)")
+        if t.dtype.name != pairs_of:
+            raise DTypeError(f"{self.name}: input {name!r} holds {pairs_of} values as {want} (real, imag) "
+                             f"pairs, got {t.dtype}; convert it with xp.astype(x, xp.{pairs_of})")
+        return xp.stack([xp.real(t), xp.imag(t)], axis=-1)
 
     def graph(self, *args: Any) -> Any:
         """The traced Graph for arguments of these shapes and dtypes (built once per signature)."""

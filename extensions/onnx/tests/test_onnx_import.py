@@ -203,6 +203,32 @@ def test_shape_and_dtype_mismatches_raise() -> None:
     assert np.asarray(dyn(_rand(5, 3))).shape == (5, 3)
 
 
+@pytest.mark.parametrize("ctype", [np.complex64, np.complex128])
+def test_complex_inputs_round_trip_as_pairs(ctype: Any) -> None:
+    """An exported model holds complex inputs and outputs as (real, imag) pairs; its import takes
+    the complex argument itself (or the pairs) and returns the pairs."""
+    z = (RNG.standard_normal((2, 3)) + 1j * RNG.standard_normal((2, 3))).astype(ctype)
+    z[0, 0] = complex(-0.0, np.inf)
+    z[0, 1] = complex(np.nan, -0.0)
+    x = _rand(3)
+    model = tox.export(lambda z, x: (z * 2.0, xp.real(z) + x), xp.asarray(z), x)
+    assert {p.key: p.value for p in model.metadata_props}["tenferro.complex_pairs"] == "z,output_0"
+    fn = tox.import_model(model)
+    pairs = np.stack([z.real, z.imag], axis=-1)
+    with np.errstate(invalid="ignore"):  # inf * 0 in the complex product: NaN, as exported
+        twice = z * 2
+    for arg in (xp.asarray(z), z, xp.asarray(pairs)):
+        doubled, summed = fn(arg, x)
+        np.testing.assert_array_equal(np.asarray(doubled), np.stack([twice.real, twice.imag], axis=-1))
+        np.testing.assert_array_equal(np.asarray(summed), z.real + np.asarray(x).astype(z.real.dtype))
+    other = np.complex128 if ctype == np.complex64 else np.complex64
+    with pytest.raises(DTypeError, match=f"input 'z' holds {np.dtype(ctype).name} values"):
+        fn(xp.asarray(z.astype(other)), x)
+    with pytest.raises(DTypeError, match=r"pairs, pass xp.stack\(\[xp.real\(x\), xp.imag\(x\)\]"):
+        fn(xp.asarray(pairs), xp.asarray(np.ones(3, np.complex64)))
+    assert "tenferro.complex_pairs" not in {p.key for p in tox.export(lambda x: x * 2.0, x).metadata_props}
+
+
 def _model(nodes: list, opset: int = 18, inputs: Any = None) -> Any:
     inputs = inputs or [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])]
     out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
