@@ -151,8 +151,8 @@ def run_graph(ctx: Any, graph: Any, env: dict) -> list:
             ctx.env = prev
         outs = outs if isinstance(outs, (list, tuple)) else [outs]
         for name, v in zip(node.output, outs):
-            if name:
-                env[name] = v
+            if name:  # NumPy gives scalars for 0-d known values: the rules take arrays
+                env[name] = np.asarray(v) if isinstance(v, np.generic) else v
     return [ctx.value(env, o.name) for o in graph.output]
 
 

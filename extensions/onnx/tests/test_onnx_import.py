@@ -236,6 +236,28 @@ def _model(nodes: list, opset: int = 18, inputs: Any = None) -> Any:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
+def test_known_zero_d_values_stay_arrays() -> None:
+    """Constant-folded 0-d values (NumPy returns scalars for them) feed every rule: Mod of two
+    constants, Gather at a 0-d index, then Reshape; a hunt over random exports found the Reshape
+    refusing the scalar."""
+    T = onnx.TensorProto
+
+    def const(name: str, dtype: int, dims: list, vals: list) -> Any:
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, dtype, dims, vals))
+
+    nodes = [const("c", T.FLOAT, [], [5.5]), const("d", T.FLOAT, [], [2.0]), const("s", T.INT64, [1], [1]),
+             const("v", T.FLOAT, [3], [1.0, 2.0, 4.0]), const("i", T.INT64, [], [2]),
+             helper.make_node("Mod", ["c", "d"], ["m"], fmod=1),
+             helper.make_node("Reshape", ["m", "s"], ["r"]),
+             helper.make_node("Gather", ["v", "i"], ["g"]), helper.make_node("Reshape", ["g", "s"], ["h"]),
+             helper.make_node("Add", ["x", "r"], ["a"]), helper.make_node("Add", ["a", "h"], ["y"])]
+    out = helper.make_tensor_value_info("y", T.FLOAT, [1])
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [1])], [out])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    np.testing.assert_array_equal(np.asarray(tox.import_model(model)(xp.asarray(np.ones(1, np.float32)))),
+                                  np.array([6.5], np.float32))
+
+
 def test_low_opset_and_unsupported_ops_raise() -> None:
     with pytest.raises(tox.OpsetError, match="opset 13.*convert_version") as err:
         tox.import_model(_model([helper.make_node("Relu", ["x"], ["y"])], opset=13))
