@@ -195,6 +195,10 @@ class Engine:
         if self.policy == "energy" and self._hold():
             return outs
         plan = self.scheduler.schedule(self._draft if self.drafter is not None else None)
+        ended, self.scheduler.ended = self.scheduler.ended, []
+        for r in ended:  # outgrew the KV pool
+            self._requests.pop(r.id, None)
+            outs.append(self._output(r))
         if not plan:
             return outs
         seqs = []

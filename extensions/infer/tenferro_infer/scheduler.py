@@ -7,11 +7,13 @@ still in its prompt the next chunk of it), then admits waiting ones while the st
 budget, the batch limit and the KV pool allow. Admission reserves the whole prompt's blocks
 (shared ones from the prefix cache are reused, and their tokens need no compute); a prompt
 longer than the budget is computed in chunks over several steps (chunked prefill). When the
-pool cannot hold a running request's next token, the most recently admitted other request
-is preempted: its blocks are freed and it goes back to the front of the queue, to be
-recomputed from its prompt and the tokens it had generated (preemption by recomputation;
-its sampling continues where it stopped, since a request's random draws depend only on its
-seed and step).
+pool cannot hold a running request's next token, the most recently admitted request is
+preempted (never one already served in this step; the request itself when it is the
+latest): its blocks are freed and it goes back to the front of the queue, to be recomputed
+from its prompt and the tokens it had generated (preemption by recomputation; its sampling
+continues where it stopped, since a request's random draws depend only on its seed and
+step). A request that alone fills the whole pool and needs another slot ends with finish
+reason "length".
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Scheduler:
     waiting: deque = field(default_factory=deque)
     running: list = field(default_factory=list)
     batch_limit: int = 0  # the batch size allowed now (max_watts shrinks it); 0: max_batch
+    ended: list = field(default_factory=list)  # finished by `schedule` itself, for the engine to report
 
     def limit(self) -> int:
         return self.batch_limit or self.max_batch
@@ -99,7 +102,10 @@ class Scheduler:
             try:
                 r.table = self.cache.allocate(r.tokens, use_prefix=self.prefix_caching)
             except CacheFullError:
-                break  # admitted when running requests finish and free their blocks
+                if self.running:
+                    break  # admitted when running requests finish and free their blocks
+                self._outgrown(r)  # a preempted request's tokens no longer fit the whole pool
+                continue
             self.waiting.popleft()
             r.status, r.computed = "running", r.table.num_cached
             r.draft, r.draft_probs = [], None
@@ -111,8 +117,9 @@ class Scheduler:
 
     def _reserve(self, r: Request, need: int, budget: int) -> int:
         """Reserve slots for r's next `need` tokens and its draft (within `budget`), preempting
-        the latest admitted other requests while the pool is short; a draft is dropped before
-        r itself gives way. The number of tokens reserved, 0 when r was preempted."""
+        the latest admitted of the requests after r while the pool is short; a draft is
+        dropped before r itself gives way. The number of tokens reserved, 0 when r was
+        preempted."""
         while True:
             n = min(need + len(r.draft), budget)
             new = (r.tokens + r.draft)[r.table.num_tokens:r.computed + n]
@@ -121,14 +128,25 @@ class Scheduler:
                     self.cache.extend(r.table, new)
                 return n
             except CacheFullError:
-                victim = next((v for v in reversed(self.running) if v is not r), None)
+                # only a request after r: those before it are in this step's plan already
+                later = self.running[self.running.index(r) + 1:]
+                victim = later[-1] if later else None
                 if victim is not None:
                     self.preempt(victim)
                 elif r.draft:
                     r.draft, r.draft_probs = [], None
-                else:
+                elif len(self.running) > 1:
                     self.preempt(r)
                     return 0
+                else:
+                    self._outgrown(r)
+                    return 0
+
+    def _outgrown(self, r: Request) -> None:
+        """r alone fills the whole pool and needs more: it can never go on, so it ends with
+        finish reason "length" (as at the context window) instead of waiting forever."""
+        self.finish(r, "length")
+        self.ended.append(r)
 
     def preempt(self, r: Request) -> None:
         """Free r's blocks and queue it first, to be recomputed."""

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from tenferro_infer.config import tiny_llama_config
 from tenferro_infer.engine import Engine, drain
@@ -60,6 +62,55 @@ def test_forced_preemption_recomputes_and_keeps_the_output(reference) -> None:
     outs = e.generate(PROMPTS, GREEDY)
     assert [o.output_ids for o in outs] == reference
     assert sum(o.preemptions for o in outs) > 0
+    assert e.metrics()["kv_used_blocks"] == 0
+
+
+@settings(deadline=None, max_examples=15)
+@given(picks=st.lists(st.integers(0, len(PROMPTS) - 1), min_size=1, max_size=8),
+       max_tokens=st.lists(st.integers(1, GREEDY.max_tokens), min_size=8, max_size=8),
+       max_batch=st.integers(1, 16), block_size=st.sampled_from([8, 16, 32]),
+       token_budget=st.integers(4, 300), prefix=st.booleans(), blocks=st.integers(4, 40),
+       spec=st.sampled_from([0, 1, 2, 4]))
+# the earliest request was preempted by a later one after it was in the step's plan
+@example(picks=[2, 0], max_tokens=[4] * 8, max_batch=2, block_size=8, token_budget=23, prefix=False,
+         blocks=4, spec=0)
+def test_any_configuration_and_mix_gives_each_prompt_alone(reference, picks, max_tokens, max_batch,
+                                                           block_size, token_budget, prefix, blocks,
+                                                           spec) -> None:
+    """Random pools (preemption when small), budgets, batch limits, repeated prompts (shared
+    prefixes) and prompt-lookup drafts: every request's greedy tokens are its prompt's alone,
+    up to its max_tokens, or a prefix of them ending with "length" when its tokens outgrow the
+    whole pool; the pool is empty after."""
+    e = Engine.tiny(max_batch=max_batch, block_size=block_size, token_budget=token_budget,
+                    prefix_caching=prefix, cache_tokens=blocks * block_size,
+                    drafter=PromptLookupDrafter() if spec else None, spec_tokens=spec or 4)
+    params = [SamplingParams(temperature=0.0, max_tokens=m) for m in max_tokens[:len(picks)]]
+    fits = [e.cache.blocks_needed(len(e.tokenizer.encode(PROMPTS[i])) + 1) <= e.cache.num_blocks
+            for i in picks]
+    if not all(fits):
+        with pytest.raises(RequestError, match="KV pool"):
+            e.generate([PROMPTS[i] for i in picks], params)
+        return
+    outs = e.generate([PROMPTS[i] for i in picks], params)
+    for i, sp, out in zip(picks, params, outs):
+        want = reference[i][:sp.max_tokens]
+        if out.finish_reason == "length" and len(out.output_ids) < len(want):
+            assert out.prompt_tokens + len(out.output_ids) == blocks * block_size + 1
+            want = want[:len(out.output_ids)]
+        assert out.output_ids == want
+    assert e.metrics()["kv_used_blocks"] == 0
+
+
+def test_a_request_outgrowing_the_whole_pool_ends_with_length(reference) -> None:
+    """Its prompt fits, its output does not: it stops with "length" where the pool is full
+    (it waited forever before), and a request queued behind it still runs."""
+    e = Engine.tiny(max_batch=1, block_size=8, cache_tokens=32)
+    long = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)
+    first, second = e.generate([PROMPTS[0], PROMPTS[2]], [long, GREEDY])
+    assert first.finish_reason == "length" and first.prompt_tokens + len(first.output_ids) == 33
+    n = min(len(first.output_ids), len(reference[0]))
+    assert first.output_ids[:n] == reference[0][:n]
+    assert second.output_ids == reference[2]
     assert e.metrics()["kv_used_blocks"] == 0
 
 
