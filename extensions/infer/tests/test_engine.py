@@ -101,6 +101,58 @@ def test_any_configuration_and_mix_gives_each_prompt_alone(reference, picks, max
     assert e.metrics()["kv_used_blocks"] == 0
 
 
+_OPS = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, len(PROMPTS) - 1), st.integers(1, GREEDY.max_tokens)),
+    st.tuples(st.just("step"), st.integers(1, 4)), st.tuples(st.just("abort"), st.integers(0, 30)))
+
+
+@settings(deadline=None, max_examples=10)
+@given(ops=st.lists(_OPS, min_size=1, max_size=20), max_batch=st.integers(1, 8), blocks=st.integers(4, 30),
+       token_budget=st.integers(4, 100), max_queue=st.integers(1, 12))
+def test_requests_added_stepped_and_aborted_in_any_order(reference, ops, max_batch, blocks, token_budget,
+                                                         max_queue) -> None:
+    """Requests arriving between steps (some refused by a full queue) and aborts at any point:
+    every request that is not aborted gets its prompt's tokens alone, each aborted one is
+    reported once with "abort", and the engine ends empty."""
+    e = Engine.tiny(max_batch=max_batch, block_size=8, cache_tokens=8 * blocks, token_budget=token_budget,
+                    max_queue=max_queue)
+    asked, aborted, finals = {}, set(), {}
+
+    def step() -> None:
+        for out in e.step():
+            if out.finished:
+                assert out.request_id not in finals
+                finals[out.request_id] = out
+
+    for op in ops:
+        if op[0] == "add":
+            try:
+                rid = e.add_request(PROMPTS[op[1]], SamplingParams(temperature=0.0, max_tokens=op[2]))
+                asked[rid] = op[1:]
+            except (QueueFullError, RequestError):
+                pass  # a full queue, or a prompt longer than the pool: refused before anything changed
+        elif op[0] == "step":
+            for _ in range(op[1]):
+                step()
+        else:
+            live = [r for r in asked if r not in aborted and r not in finals]
+            if live:
+                aborted.add(live[op[1] % len(live)])
+                assert e.abort(live[op[1] % len(live)])
+    while e.has_work():
+        step()
+    for rid, (i, m) in asked.items():
+        out = finals[rid]
+        if rid in aborted:
+            assert out.finish_reason == "abort"
+            continue
+        want = reference[i][:m]
+        if out.finish_reason == "length" and len(out.output_ids) < len(want):  # outgrew the pool
+            want = want[:len(out.output_ids)]
+        assert out.output_ids == want
+    assert e.metrics()["kv_used_blocks"] == 0 and e.metrics()["running"] == 0
+
+
 def test_a_request_outgrowing_the_whole_pool_ends_with_length(reference) -> None:
     """Its prompt fits, its output does not: it stops with "length" where the pool is full
     (it waited forever before), and a request queued behind it still runs."""
