@@ -23,9 +23,10 @@ from tenferro_runtime.graph import Graph, Node, Var, dead_code_elimination, eval
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor, copy_slots
 
-from .ad_util import add_tangents, instantiate, ones
-from .api import _vjp_flat
+from .ad_util import add_tangents, instantiate, is_zero, ones
+from .api import _linearize_flat
 from .tape_backward import gradients
+from .transpose import backward_pass
 
 
 class GradientTape(tracing.Observer):
@@ -222,10 +223,11 @@ class GradientTape(tracing.Observer):
                 cache = caches.get(id(runtime))
                 if cache is None:
                     cache = caches[id(runtime)] = runtime.caches.get("tape_vjp", 4096)
-                grads = eval_graph(_vjp_graph(cache, prim, args, params, outs, live), *args, *cts, *outs)
+                graph = _vjp_graph(cache, prim, args, params, outs, live)
+                grads = eval_graph(graph, *args, *cts, *outs)
                 i = 0
-                for a, is_live in zip(args, live):
-                    if is_live:
+                for a, receives in zip(args, graph.meta["receives"]):
+                    if receives:
                         g, k = grads[i], id(a)
                         i += 1
                         prev = ct.get(k)
@@ -277,8 +279,15 @@ def _vjp_graph(cache: Any, prim: Any, args: tuple, params: dict, outs: tuple, li
 def _build_vjp_graph(prim: Any, avals: tuple, params: dict, out_avals: tuple, live: tuple) -> Graph:
     """Tracing `vjp` itself (linearize, then transpose) records the residual computations and
     the transposed linear ops as one Graph, without the nodes no cotangent needs, so a tape's
-    backward pass is one plan replay per recorded op."""
+    backward pass is one plan replay per recorded op.
+
+    An operand whose cotangent is structurally zero (a rule's `Zero`: floor, sign, a
+    comparison's operands) gets no output; ``graph.meta["receives"]`` says, per operand,
+    whether an output holds its cotangent. The walk then adds nothing for it, as the traced
+    `vjp` does: a materialized zero would meet later derivatives (0 * inf, 0 * NaN) and make
+    the eager gradient NaN where `compile(grad(f))` gives 0."""
     n = len(avals)
+    zero: list[bool] = []
 
     def vjp_of_call(*primals_and_cts: Any) -> list:
         primals, cts = primals_and_cts[:n], primals_and_cts[n:]
@@ -288,11 +297,16 @@ def _build_vjp_graph(prim: Any, avals: tuple, params: dict, out_avals: tuple, li
             ins = [next(it) if is_live else p for p, is_live in zip(primals, live)]
             return _as_list(prim.bind(*ins, **params))
 
-        _, vjp_flat = _vjp_flat(call, [p for p, is_live in zip(primals, live) if is_live])
-        return vjp_flat(list(cts))
+        _, linear = _linearize_flat(call, [p for p, is_live in zip(primals, live) if is_live])
+        in_cts = backward_pass(linear, list(cts))
+        zero[:] = [is_zero(c) for c in in_cts]
+        return [c for c in in_cts if not is_zero(c)]
 
     graph = trace(vjp_of_call, *avals, *out_avals)
-    return dead_code_elimination(_outputs_as_inputs(graph, prim, params, n, out_avals))
+    graph = dead_code_elimination(_outputs_as_inputs(graph, prim, params, n, out_avals))
+    it = iter(zero)
+    receives = tuple([is_live and not next(it) for is_live in live])
+    return graph.replace(meta={**graph.meta, "receives": receives})
 
 
 def _outputs_as_inputs(graph: Graph, prim: Any, params: dict, n: int, out_avals: tuple) -> Graph:

@@ -103,10 +103,11 @@ def _build(records: list, key: tuple, vjp_cache: Any, vjp_graph: Any) -> Graph:
                 continue
             cts = [xp.zeros_like(o) if c is None else c for o, c in zip(outs, cts)]
             args = [vals[a] for a in arg_slots]
-            grads = eval_graph(vjp_graph(vjp_cache, prim, args, params, outs, live), *args, *cts, *outs)
+            graph = vjp_graph(vjp_cache, prim, args, params, outs, live)
+            grads = eval_graph(graph, *args, *cts, *outs)
             i = 0
-            for a, is_live in zip(arg_slots, live):
-                if is_live:
+            for a, receives in zip(arg_slots, graph.meta["receives"]):
+                if receives:  # not a structurally zero cotangent (tape.py, `_build_vjp_graph`)
                     g = grads[i]
                     i += 1
                     ct[a] = g if a not in ct else add_tangents(ct[a], g)

@@ -145,3 +145,31 @@ def test_backward_reads_recorded_outputs_instead_of_recomputing_them():
         want = [(np.sum(f(v + eps * e) ** 2) - np.sum(f(v - eps * e) ** 2)) / (2 * eps) for e in np.eye(6)]
         for _ in range(3):  # the per-record walk, then the one-graph replay (built, then reused)
             np.testing.assert_allclose(tape.gradient(total, x).numpy(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("device", ["numpy:cpu", "torch:cpu"])
+def test_structurally_zero_cotangents_stay_zero_as_in_the_traced_gradient(device):
+    """floor, round and sign have zero derivatives (their rules' `Zero`): the tape adds nothing
+    through them, so a NaN or infinite operand further back still gives 0 there, as
+    `compile(grad(f))` and JAX do. A materialized zero cotangent made 0 * NaN = NaN in the
+    eager gradient (a random-program property found it: tests/compile)."""
+    if device.startswith("torch"):
+        pytest.importorskip("tenferro_torch")
+    from tenferro_ad import grad
+    from tenferro_runtime import compile
+
+    def f(a):
+        return xp.sum(xp.floor(a[:, None] * a[None, :]) + xp.round(a * a) + xp.sign(a) + a * 2.0)
+
+    a = xp.asarray(np.array([np.nan, np.inf, 0.0, 1.5], np.float32), device=device)
+    want = np.full(4, 8.0, np.float32)  # a * 2.0 broadcast over 4 rows
+    np.testing.assert_array_equal(np.asarray(compile(grad(f))(a)), want)
+    for _ in range(3):  # the per-record walk, then the one-graph replay (built, then reused)
+        np.testing.assert_array_equal(np.asarray(grad(f)(a)), want)
+    ready = {}
+    with GradientTape(persistent=True) as tape:
+        tape.watch(a)
+        total = f(a)
+    got = tape.gradient(total, a, on_ready=lambda i, g: ready.setdefault(i, np.asarray(g)))
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(ready[0], want)

@@ -4,7 +4,9 @@
   first or last, some arguments shared);
 - `jvp` and `vjp` of a program are each other's transpose: <u, J v> == <J^T u, v> for random
   tangents v and cotangents u, summed over the float inputs and outputs (every JVP rule
-  against its transpose rule, composed as programs compose them).
+  against its transpose rule, composed as programs compose them);
+- `vmap(grad(f))` is `grad(f)` per example (per-example gradients), and `jacfwd` equals
+  `jacrev` where both are finite (NaN * 0 lands on other entries forward than backward).
 
 A program a transformation cannot take must say so with a typed error (TenferroError).
 """
@@ -17,7 +19,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from test_pass_equivalence import _host
 
-from tenferro_ad import jvp, vjp, vmap
+from tenferro_ad import grad, jacfwd, jacrev, jvp, vjp, vmap
 from tenferro_core.errors import TenferroError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import eval_graph
@@ -120,3 +122,66 @@ def test_jvp_and_vjp_of_a_program_are_transposes(backend_device, data, seed):
     if not (np.isfinite(lhs) and np.isfinite(rhs) and np.isfinite(lscale + rscale)):
         return  # an overflow or a NaN in the derivatives (a pole): no inner product to compare
     assert abs(lhs - rhs) <= 1e-4 * (lscale + rscale) + 1e-6, (lhs, rhs)
+
+
+def _float_parts(graph, args):
+    """(float inputs' positions, float outputs' positions) of a drawn program."""
+    wrt = [i for i, a in enumerate(args) if a.dtype.kind == "f"]
+    outs = [k for k, v in enumerate(graph.outputs) if getattr(v, "aval", None) is not None
+            and v.aval.dtype.kind == "f"]
+    return wrt, outs
+
+
+@settings(deadline=None, max_examples=40)
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1))
+def test_vmap_of_grad_is_grad_per_example(backend_device, data, seed):
+    graph, args = data.draw(graphs(backend_device), label="graph")
+    wrt, outs = _float_parts(graph, args)
+    if not wrt or not outs:
+        return
+
+    def loss(*xs):
+        full = list(args)
+        for i, x in zip(wrt, xs):
+            full[i] = x
+        res = eval_graph(graph, *full)
+        return sum(xp.sum(xp.astype(res[k], xp.float64)) for k in outs)
+
+    rng = np.random.default_rng(seed)
+    hosts = [_host(args[i]) for i in wrt]
+    stacks = [np.stack([h] + [(h + rng.standard_normal(h.shape)).astype(h.dtype) for _ in range(BATCH - 1)])
+              for h in hosts]
+    g = grad(loss, argnums=tuple(range(len(wrt))))
+    try:
+        got = vmap(g)(*[xp.asarray(s, device=backend_device) for s in stacks])
+    except TenferroError as exc:
+        note(f"refused: {type(exc).__name__}: {exc}")
+        return
+    for b in range(BATCH):
+        want = g(*[xp.asarray(s[b], device=backend_device) for s in stacks])
+        for j, (gb, w) in enumerate(zip(got, want)):
+            _close(_host(gb)[b], _host(w), f"example {b}, argument {j}")
+
+
+@settings(deadline=None, max_examples=40)
+@given(data=st.data())
+def test_jacfwd_equals_jacrev(backend_device, data):
+    graph, args = data.draw(graphs(backend_device), label="graph")
+    wrt, outs = _float_parts(graph, args)
+    if not wrt or not outs or args[wrt[0]].size > 64:
+        return
+
+    def f(x):
+        full = list(args)
+        full[wrt[0]] = x
+        return xp.astype(eval_graph(graph, *full)[outs[0]], xp.float64)
+
+    try:
+        fwd, rev = _host(jacfwd(f)(args[wrt[0]])), _host(jacrev(f)(args[wrt[0]]))
+    except TenferroError as exc:
+        note(f"refused: {type(exc).__name__}: {exc}")
+        return
+    # forward, the Jacobian has the output's dtype (float64); backward, the input's
+    low = np.float32 if np.float32 in (fwd.dtype, rev.dtype) else np.float64
+    both = np.isfinite(fwd) & np.isfinite(rev)
+    _close(np.where(both, fwd, 0).astype(low), np.where(both, rev, 0).astype(low), "jacfwd vs jacrev")
