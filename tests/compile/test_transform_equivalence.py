@@ -6,7 +6,9 @@
   tangents v and cotangents u, summed over the float inputs and outputs (every JVP rule
   against its transpose rule, composed as programs compose them);
 - `vmap(grad(f))` is `grad(f)` per example (per-example gradients), and `jacfwd` equals
-  `jacrev` where both are finite (NaN * 0 lands on other entries forward than backward).
+  `jacrev` where both are finite (NaN * 0 lands on other entries forward than backward);
+- eager `grad` (the tape: its per-record walk, then its replayed graph) is `compile(grad)`
+  (the traced vjp), NaNs and infinities in the same places.
 
 A program a transformation cannot take must say so with a typed error (TenferroError).
 """
@@ -22,7 +24,7 @@ from test_pass_equivalence import _host
 from tenferro_ad import grad, jacfwd, jacrev, jvp, vjp, vmap
 from tenferro_core.errors import TenferroError
 from tenferro_runtime import array_api as xp
-from tenferro_runtime import eval_graph
+from tenferro_runtime import compile, eval_graph
 
 DEVICES = ("numpy:cpu", "torch:cpu")  # read by conftest.py (on_backends): backend_device
 BATCH = 3
@@ -124,6 +126,18 @@ def test_jvp_and_vjp_of_a_program_are_transposes(backend_device, data, seed):
     assert abs(lhs - rhs) <= 1e-4 * (lscale + rscale) + 1e-6, (lhs, rhs)
 
 
+def _float_loss(graph, args, wrt, outs):
+    """The float outputs' sum (in float64) as a function of the float inputs."""
+    def loss(*xs):
+        full = list(args)
+        for i, x in zip(wrt, xs):
+            full[i] = x
+        res = eval_graph(graph, *full)
+        return sum(xp.sum(xp.astype(res[k], xp.float64)) for k in outs)
+
+    return loss
+
+
 def _float_parts(graph, args):
     """(float inputs' positions, float outputs' positions) of a drawn program."""
     wrt = [i for i, a in enumerate(args) if a.dtype.kind == "f"]
@@ -140,13 +154,7 @@ def test_vmap_of_grad_is_grad_per_example(backend_device, data, seed):
     if not wrt or not outs:
         return
 
-    def loss(*xs):
-        full = list(args)
-        for i, x in zip(wrt, xs):
-            full[i] = x
-        res = eval_graph(graph, *full)
-        return sum(xp.sum(xp.astype(res[k], xp.float64)) for k in outs)
-
+    loss = _float_loss(graph, args, wrt, outs)
     rng = np.random.default_rng(seed)
     hosts = [_host(args[i]) for i in wrt]
     stacks = [np.stack([h] + [(h + rng.standard_normal(h.shape)).astype(h.dtype) for _ in range(BATCH - 1)])
@@ -185,3 +193,22 @@ def test_jacfwd_equals_jacrev(backend_device, data):
     low = np.float32 if np.float32 in (fwd.dtype, rev.dtype) else np.float64
     both = np.isfinite(fwd) & np.isfinite(rev)
     _close(np.where(both, fwd, 0).astype(low), np.where(both, rev, 0).astype(low), "jacfwd vs jacrev")
+
+
+@settings(deadline=None, max_examples=40)
+@given(data=st.data())
+def test_eager_grad_is_the_compiled_grad(backend_device, data):
+    graph, args = data.draw(graphs(backend_device), label="graph")
+    wrt, outs = _float_parts(graph, args)
+    if not wrt or not outs:
+        return
+    g = grad(_float_loss(graph, args, wrt, outs), argnums=tuple(range(len(wrt))))
+    xs = [args[i] for i in wrt]
+    try:
+        want = compile(g)(*xs)
+    except TenferroError as exc:
+        note(f"refused: {type(exc).__name__}: {exc}")
+        return
+    for call in range(3):  # the tape's walk, then its backward graph built and replayed
+        for j, (got, w) in enumerate(zip(g(*xs), want)):
+            _close(_host(got), _host(w), f"call {call}, argument {j}")
