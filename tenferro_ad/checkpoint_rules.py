@@ -181,9 +181,9 @@ def _saved_node(node: Node, args: list, values: list, jt: Any) -> Any:
     if jt is None:
         return values[0] if single else tuple(values)
     primals, tangents = zip(*[jt.unpack(a) for a in args]) if args else ((), ())
-    if all(is_zero(t) for t in tangents):
-        return values[0] if single else tuple(values)
     prim = node.prim
+    if not prim.differentiable or all(is_zero(t) for t in tangents):  # as JVPTrace.process
+        return values[0] if single else tuple(values)
     rule = jvp_rule(prim, tangents, args[0]._aval.device.runtime)
     params = prim.check_params(node.params, tuple(p._aval for p in primals))
     _, t_out = rule(tuple(primals), tuple(tangents), **params)

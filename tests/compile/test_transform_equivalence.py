@@ -8,7 +8,8 @@
 - `vmap(grad(f))` is `grad(f)` per example (per-example gradients), and `jacfwd` equals
   `jacrev` where both are finite (NaN * 0 lands on other entries forward than backward);
 - eager `grad` (the tape: its per-record walk, then its replayed graph) is `compile(grad)`
-  (the traced vjp), NaNs and infinities in the same places.
+  (the traced vjp), NaNs and infinities in the same places;
+- `grad(checkpoint(f, policy))` is `grad(f)`, eager and compiled, for every policy.
 
 A program a transformation cannot take must say so with a typed error (TenferroError).
 """
@@ -21,7 +22,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from test_pass_equivalence import _host
 
-from tenferro_ad import grad, jacfwd, jacrev, jvp, vjp, vmap
+from tenferro_ad import checkpoint, grad, jacfwd, jacrev, jvp, vjp, vmap
 from tenferro_core.errors import TenferroError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import compile, eval_graph
@@ -204,11 +205,33 @@ def test_eager_grad_is_the_compiled_grad(backend_device, data):
         return
     g = grad(_float_loss(graph, args, wrt, outs), argnums=tuple(range(len(wrt))))
     xs = [args[i] for i in wrt]
-    try:
-        want = compile(g)(*xs)
-    except TenferroError as exc:
-        note(f"refused: {type(exc).__name__}: {exc}")
-        return
+    want = compile(g)(*xs)
     for call in range(3):  # the tape's walk, then its backward graph built and replayed
         for j, (got, w) in enumerate(zip(g(*xs), want)):
             _close(_host(got), _host(w), f"call {call}, argument {j}")
+
+
+@settings(deadline=None, max_examples=30)
+@given(data=st.data(), policy=st.sampled_from([None, "dots_saveable", "everything_saveable"]),
+       compiled=st.booleans())
+def test_checkpointed_grad_is_the_grad(backend_device, data, policy, compiled):
+    graph, args = data.draw(graphs(backend_device), label="graph")
+    wrt, outs = _float_parts(graph, args)
+    if not wrt or not outs:
+        return
+
+    def inner(*xs):
+        full = list(args)
+        for i, x in zip(wrt, xs):
+            full[i] = x
+        res = eval_graph(graph, *full)
+        return [res[k] for k in outs]
+
+    ck = checkpoint(inner, policy=policy)
+    argnums = tuple(range(len(wrt)))
+    xs = [args[i] for i in wrt]
+    want = grad(_float_loss(graph, args, wrt, outs), argnums=argnums)(*xs)
+    g = grad(lambda *xs: sum(xp.sum(xp.astype(o, xp.float64)) for o in ck(*xs)), argnums=argnums)
+    got = (compile(g) if compiled else g)(*xs)  # what grad(f) takes, grad(checkpoint(f)) takes
+    for j, (a, w) in enumerate(zip(got, want)):
+        _close(_host(a), _host(w), f"argument {j}")
