@@ -84,16 +84,17 @@ def _dot(xs: list, ys: list) -> tuple[float, float]:
     return sum(float(t.sum()) for t in terms), sum(float(np.abs(t).sum()) for t in terms)
 
 
-@settings(deadline=None, max_examples=40)
-@given(data=st.data(), seed=st.integers(0, 2**32 - 1))
-def test_jvp_and_vjp_of_a_program_are_transposes(backend_device, data, seed):
-    graph, args = data.draw(graphs(backend_device), label="graph")
+def _float_parts(graph, args):
+    """(float inputs' positions, float outputs' positions) of a drawn program."""
     wrt = [i for i, a in enumerate(args) if a.dtype.kind == "f"]
     outs = [k for k, v in enumerate(graph.outputs) if getattr(v, "aval", None) is not None
             and v.aval.dtype.kind == "f"]
-    if not wrt or not outs:
-        return
+    return wrt, outs
 
+
+def _float_program(graph, args, wrt, outs):
+    """The program as a function of its inputs at `wrt` (the others fixed), returning its
+    outputs at `outs`."""
     def f(*xs):
         full = list(args)
         for i, x in zip(wrt, xs):
@@ -101,6 +102,22 @@ def test_jvp_and_vjp_of_a_program_are_transposes(backend_device, data, seed):
         res = eval_graph(graph, *full)
         return [res[k] for k in outs]
 
+    return f
+
+
+def _summed(fn):
+    """`fn`'s outputs summed (in float64) into one scalar."""
+    return lambda *xs: sum(xp.sum(xp.astype(o, xp.float64)) for o in fn(*xs))
+
+
+@settings(deadline=None, max_examples=40)
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1))
+def test_jvp_and_vjp_of_a_program_are_transposes(backend_device, data, seed):
+    graph, args = data.draw(graphs(backend_device), label="graph")
+    wrt, outs = _float_parts(graph, args)
+    if not wrt or not outs:
+        return
+    f = _float_program(graph, args, wrt, outs)
     rng = np.random.default_rng(seed)
 
     def like(t):
@@ -127,26 +144,6 @@ def test_jvp_and_vjp_of_a_program_are_transposes(backend_device, data, seed):
     assert abs(lhs - rhs) <= 1e-4 * (lscale + rscale) + 1e-6, (lhs, rhs)
 
 
-def _float_loss(graph, args, wrt, outs):
-    """The float outputs' sum (in float64) as a function of the float inputs."""
-    def loss(*xs):
-        full = list(args)
-        for i, x in zip(wrt, xs):
-            full[i] = x
-        res = eval_graph(graph, *full)
-        return sum(xp.sum(xp.astype(res[k], xp.float64)) for k in outs)
-
-    return loss
-
-
-def _float_parts(graph, args):
-    """(float inputs' positions, float outputs' positions) of a drawn program."""
-    wrt = [i for i, a in enumerate(args) if a.dtype.kind == "f"]
-    outs = [k for k, v in enumerate(graph.outputs) if getattr(v, "aval", None) is not None
-            and v.aval.dtype.kind == "f"]
-    return wrt, outs
-
-
 @settings(deadline=None, max_examples=40)
 @given(data=st.data(), seed=st.integers(0, 2**32 - 1))
 def test_vmap_of_grad_is_grad_per_example(backend_device, data, seed):
@@ -155,7 +152,7 @@ def test_vmap_of_grad_is_grad_per_example(backend_device, data, seed):
     if not wrt or not outs:
         return
 
-    loss = _float_loss(graph, args, wrt, outs)
+    loss = _summed(_float_program(graph, args, wrt, outs))
     rng = np.random.default_rng(seed)
     hosts = [_host(args[i]) for i in wrt]
     stacks = [np.stack([h] + [(h + rng.standard_normal(h.shape)).astype(h.dtype) for _ in range(BATCH - 1)])
@@ -180,10 +177,10 @@ def test_jacfwd_equals_jacrev(backend_device, data):
     if not wrt or not outs or args[wrt[0]].size > 64:
         return
 
+    first = _float_program(graph, args, wrt[:1], outs[:1])
+
     def f(x):
-        full = list(args)
-        full[wrt[0]] = x
-        return xp.astype(eval_graph(graph, *full)[outs[0]], xp.float64)
+        return xp.astype(first(x)[0], xp.float64)
 
     try:
         fwd, rev = _host(jacfwd(f)(args[wrt[0]])), _host(jacrev(f)(args[wrt[0]]))
@@ -203,7 +200,7 @@ def test_eager_grad_is_the_compiled_grad(backend_device, data):
     wrt, outs = _float_parts(graph, args)
     if not wrt or not outs:
         return
-    g = grad(_float_loss(graph, args, wrt, outs), argnums=tuple(range(len(wrt))))
+    g = grad(_summed(_float_program(graph, args, wrt, outs)), argnums=tuple(range(len(wrt))))
     xs = [args[i] for i in wrt]
     want = compile(g)(*xs)
     for call in range(3):  # the tape's walk, then its backward graph built and replayed
@@ -220,18 +217,11 @@ def test_checkpointed_grad_is_the_grad(backend_device, data, policy, compiled):
     if not wrt or not outs:
         return
 
-    def inner(*xs):
-        full = list(args)
-        for i, x in zip(wrt, xs):
-            full[i] = x
-        res = eval_graph(graph, *full)
-        return [res[k] for k in outs]
-
-    ck = checkpoint(inner, policy=policy)
+    inner = _float_program(graph, args, wrt, outs)
     argnums = tuple(range(len(wrt)))
     xs = [args[i] for i in wrt]
-    want = grad(_float_loss(graph, args, wrt, outs), argnums=argnums)(*xs)
-    g = grad(lambda *xs: sum(xp.sum(xp.astype(o, xp.float64)) for o in ck(*xs)), argnums=argnums)
+    want = grad(_summed(inner), argnums=argnums)(*xs)
+    g = grad(_summed(checkpoint(inner, policy=policy)), argnums=argnums)
     got = (compile(g) if compiled else g)(*xs)  # what grad(f) takes, grad(checkpoint(f)) takes
     for j, (a, w) in enumerate(zip(got, want)):
         _close(_host(a), _host(w), f"argument {j}")

@@ -81,9 +81,10 @@ class OnnxFunction:
 
     def _as_pairs(self, t: Any, name: str, want: str) -> Any:
         """A complex argument as the (real, imag) pairs input `name` holds (exact)."""
+        from tenferro_core import dtypes as D
         from tenferro_runtime import array_api as xp
 
-        pairs_of = {"float32": "complex64", "float64": "complex128"}[want]
+        pairs_of = D.complex_of(getattr(D, want)).name
         if name not in self.complex_pairs:
             raise DTypeError(f"{self.name}: input {name!r} must be {want}, got {t.dtype}; if it holds "
                              f"complex values as (real, imag) pairs, pass "
