@@ -7,19 +7,57 @@ tangents), linear in the tangents. The primal callee runs where the primals are 
 compiled); the tangent callee is what linearization records, and its transpose is traced
 once per pattern of unknown operands by `backward_pass`. Every derived graph is itself a
 compiled callee, so `grad(compile(f))` runs compiled graphs forward and backward.
+
+A JVP that does not split (a while loop inside: forward mode only) is one joint callee. Under
+linearization the primal results come from the callee itself and the joint callee is recorded
+for the tangents only: a linearized function runs it forward, and transposing it (`vjp`,
+`grad`, a tape) is a `MissingRuleError`, raised only where a cotangent reaches it, as the
+tape's backward walk does.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tenferro_core.errors import MissingRuleError
 from tenferro_runtime.compiled import Callee
-from tenferro_runtime.graph import Graph, Var, eval_graph, trace
+from tenferro_runtime.graph import Graph, GraphTrace, Var, eval_graph, trace
 from tenferro_runtime.graph_prims import call_p
 
 from .ad_util import Zero, instantiate, is_undefined, is_zero
 from .batching import batch_first, batch_flat, batch_graph, batch_size
 from .transpose import backward_pass
+
+WHILE_REVERSE = (
+    "reverse-mode differentiation (grad, vjp, a GradientTape, transposing a linearized function) "
+    "of a while_loop is not supported: its trip count is known only when it runs, so its "
+    "per-iteration residuals cannot be stored; use tenferro_runtime.lax.scan, or fori_loop with "
+    "Python int bounds (a scan of static length), or forward mode (jvp, jacfwd, linearize)")
+
+
+def reverse_error() -> MissingRuleError:
+    return MissingRuleError(WHILE_REVERSE)
+
+
+def linearizing(primals: tuple, tangents: tuple) -> bool:
+    """True where the tangents are being recorded as a linear graph (linearize, vjp, a tape's
+    VJP): a tangent is a value of a plain graph trace that no primal belongs to."""
+    traces = {id(getattr(p, "_trace", None)) for p in primals}
+    for t in tangents:
+        tr = getattr(t, "_trace", None)
+        if type(tr) is GraphTrace and id(tr) not in traces:
+            return True
+    return False
+
+
+def forward_only(graph: Graph) -> Graph:
+    """A joint JVP graph that does not split, marked: its transpose is `reverse_error`."""
+    return graph.replace(meta={**graph.meta, "forward_only": True})
+
+
+def check_transposable(*callees: Callee) -> None:
+    if any(c.graph.meta.get("forward_only") for c in callees):
+        raise reverse_error()
 
 
 def call_jvp(primals: tuple, tangents: tuple, *, fn: Callee) -> tuple[tuple, tuple]:
@@ -29,6 +67,8 @@ def call_jvp(primals: tuple, tangents: tuple, *, fn: Callee) -> tuple[tuple, tup
     if primal_fn is None:  # not separable (forward mode only): primals and tangents at once
         outs = call_p.bind(*primals, *given, fn=tangent_fn)
         primal_out, computed = outs[:n_out], iter(outs[n_out:])
+        if linearizing(primals, tuple(given)):  # the joint outputs are the linear graph's
+            primal_out = call_p.bind(*primals, fn=fn)
     else:
         outs = call_p.bind(*primals, fn=primal_fn)
         primal_out, residuals = outs[:n_out], outs[n_out:]
@@ -40,6 +80,7 @@ def call_jvp(primals: tuple, tangents: tuple, *, fn: Callee) -> tuple[tuple, tup
 
 
 def call_transpose(cts: tuple, *operands: Any, fn: Callee) -> tuple:
+    check_transposable(fn)
     unknown = tuple(is_undefined(o) for o in operands)
     transposed = fn.derived(("transpose", unknown), lambda: _transpose(fn, unknown))
     known = [o for o in operands if not is_undefined(o)]
@@ -95,7 +136,8 @@ def _split_jvp(fn: Callee, nonzero: tuple) -> tuple:
     name = f"jvp({fn.name})"
     parts = split(joint, n_in, n_out)
     if parts is None:  # a forward-only construct (a while loop) carries both: one joint callee
-        return None, Callee(joint, name, fn.passes, executor=fn.executor), tuple(zero_out), n_out
+        joint_fn = Callee(forward_only(joint), name, fn.passes, executor=fn.executor)
+        return None, joint_fn, tuple(zero_out), n_out
     primal, tangent_graph, _ = parts
     tangent = None
     if tangent_graph.outputs:
@@ -160,4 +202,5 @@ def _transpose(fn: Callee, unknown: tuple) -> Callee:
                   fn.passes, executor=fn.executor)
 
 
-__all__ = ["call_batch", "call_jvp", "call_transpose", "fused_batch", "fused_jvp", "split"]
+__all__ = ["WHILE_REVERSE", "call_batch", "call_jvp", "call_transpose", "check_transposable", "forward_only",
+           "fused_batch", "fused_jvp", "linearizing", "reverse_error", "split"]

@@ -17,6 +17,11 @@ primal graph (primals -> results and the residuals the tangent part reads) and a
 - `while`: forward mode runs one loop over the joint body. Reverse mode would need every
   iteration's residuals with no trip count known ahead, and is a `MissingRuleError` naming
   `scan` and `fori_loop` with static bounds.
+
+Under linearization a joint body (a `while`, or a `cond`/`scan` whose body does not split
+because of one) is recorded for the tangents only, next to the primal op that gives the
+values; its transpose raises that error, and only where a cotangent reaches it (a loop whose
+results are unused, or used only by comparisons, does not stop `grad`).
 """
 
 from __future__ import annotations
@@ -29,19 +34,12 @@ from tenferro_core.errors import MissingRuleError
 from tenferro_runtime import lax
 from tenferro_runtime.compiled import Callee
 from tenferro_runtime.control_flow_prims import cond_p, scan_p, scan_split, while_p
-from tenferro_runtime.graph import Graph, GraphTrace, Node, Var, dead_code_elimination, eval_graph, trace
+from tenferro_runtime.graph import Graph, Node, Var, dead_code_elimination, eval_graph, trace
 
 from .ad_util import Zero, instantiate, is_undefined, is_zero
-from .call_rules import _transpose, split
+from .call_rules import WHILE_REVERSE, _transpose, check_transposable, forward_only, linearizing, split
 from .jvp import has_tangent
 from .transpose import backward_pass
-
-WHILE_REVERSE = (
-    "reverse-mode differentiation (grad, vjp, linearize, a GradientTape) of a while_loop is not "
-    "supported: its trip count is known only when it runs, so its per-iteration residuals cannot "
-    "be stored; use tenferro_runtime.lax.scan, or fori_loop with Python int bounds (a scan of "
-    "static length), or forward mode (jvp, jacfwd)")
-
 
 # ---- the joint JVP graph and its split --------------------------------------------------------------
 
@@ -75,21 +73,6 @@ def _nonzero(tangents: Any, primals: Any) -> tuple:
     return tuple(not is_zero(t) and has_tangent(p._aval) for p, t in zip(primals, tangents))
 
 
-def linearizing(primals: tuple, tangents: tuple) -> bool:
-    """True where the tangents are being recorded as a linear graph (linearize, vjp, a tape's
-    VJP): a tangent is a value of a plain graph trace that no primal belongs to."""
-    traces = {id(getattr(p, "_trace", None)) for p in primals}
-    for t in tangents:
-        tr = getattr(t, "_trace", None)
-        if type(tr) is GraphTrace and id(tr) not in traces:
-            return True
-    return False
-
-
-def _reverse_error() -> MissingRuleError:
-    return MissingRuleError(WHILE_REVERSE)
-
-
 # ---- cond ----------------------------------------------------------------------------------------
 
 def cond_jvp(primals: tuple, tangents: tuple, *, branches: tuple) -> tuple[tuple, tuple]:
@@ -99,11 +82,12 @@ def cond_jvp(primals: tuple, tangents: tuple, *, branches: tuple) -> tuple[tuple
     n_out = len(branches[0].graph.outputs)
     live = [t for t, z in zip(ts, nz) if z]
     if parts[0] == "joint":
-        if linearizing(primals, tuple(live)):
-            raise _reverse_error()
         _, joint, out_nz = parts
         outs = cond_p.bind(index, *ops, *live, branches=joint)
-        return _with_tangents(outs[:n_out], iter(outs[n_out:]), out_nz)
+        primal_out = outs[:n_out]
+        if linearizing(primals, tuple(live)):  # the joint outputs are the linear graph's
+            primal_out = cond_p.bind(index, *ops, branches=branches)
+        return _with_tangents(primal_out, iter(outs[n_out:]), out_nz)
     primal_b, tangent_b, out_nz = parts
     outs = cond_p.bind(index, *ops, branches=primal_b)
     primal_out, residuals = outs[:n_out], outs[n_out:]
@@ -124,7 +108,8 @@ def _cond_jvp_parts(branches: tuple, nz: tuple) -> tuple:
     out_nz = joints[0][1]
     splits = [split(j, n_in, n_out) for j, _ in joints]
     if any(s is None for s in splits):
-        return "joint", tuple(Callee(j, f"jvp({b.name})") for (j, _), b in zip(joints, branches)), out_nz
+        return "joint", tuple(Callee(forward_only(j), f"jvp({b.name})")
+                              for (j, _), b in zip(joints, branches)), out_nz
     res_avals = [[v.aval for v in s[2]] for s in splits]
     all_res = [a for r in res_avals for a in r]
     primal_b, tangent_b = [], []
@@ -150,6 +135,7 @@ def _cond_jvp_parts(branches: tuple, nz: tuple) -> tuple:
 
 
 def cond_transpose(cts: tuple, index: Any, *ops: Any, branches: tuple) -> tuple:
+    check_transposable(*branches)
     unknown = tuple(is_undefined(o) for o in ops)
     transposed = branches[0].derived(("cond_transpose", branches, unknown),
                                      lambda: tuple(_transpose(b, unknown) for b in branches))
@@ -170,8 +156,6 @@ def while_jvp(primals: tuple, tangents: tuple, *, cond: Callee, body: Callee, co
         outs = while_p.bind(*primals, cond=cond, body=body, cond_nconsts=n_cc, body_nconsts=n_bc)
         return tuple(outs), tuple(Zero(o._aval) for o in outs)
     live = [t for t, z in zip((*bct, *ct), (*bc_nz, *carry_nz)) if z]
-    if linearizing(primals, tuple(live)):
-        raise _reverse_error()
     new_cond, new_body, carry_nz = body.derived(
         ("while_jvp", cond, bc_nz, carry_nz), lambda: _while_jvp_graphs(cond, body, bc_nz, carry_nz))
     bct_live = [t for t, z in zip(bct, bc_nz) if z]
@@ -180,7 +164,10 @@ def while_jvp(primals: tuple, tangents: tuple, *, cond: Callee, body: Callee, co
     outs = while_p.bind(*cc, *bc, *bct_live, *carry, *ct_live, cond=new_cond, body=new_body,
                         cond_nconsts=n_cc, body_nconsts=n_bc + len(bct_live))
     n = len(carry)
-    return _with_tangents(outs[:n], iter(outs[n:]), carry_nz)
+    primal_out = outs[:n]
+    if linearizing(primals, tuple(live)):  # the joint outputs are the linear graph's
+        primal_out = while_p.bind(*primals, cond=cond, body=body, cond_nconsts=n_cc, body_nconsts=n_bc)
+    return _with_tangents(primal_out, iter(outs[n:]), carry_nz)
 
 
 def _fixpoint(graph: Graph, consts_nz: tuple, carry_nz: tuple, rest_nz: tuple, n_y: int) -> tuple:
@@ -208,7 +195,7 @@ def _while_jvp_graphs(cond: Callee, body: Callee, bc_nz: tuple, carry_nz: tuple)
 
 
 def while_transpose(cts: tuple, *ops: Any, **params: Any) -> tuple:
-    raise _reverse_error()
+    raise MissingRuleError(WHILE_REVERSE)
 
 
 # ---- scan ----------------------------------------------------------------------------------------
@@ -232,14 +219,15 @@ def scan_jvp(primals: tuple, tangents: tuple, *, body: Callee, length: int, reve
     x_live = [t for t, z in zip(x_t, x_nz) if z]
     common = dict(length=length, reverse=reverse, unroll=unroll)
     if kind == "joint":
-        if linearizing(primals, (*ct_live, *c_live, *x_live)):
-            raise _reverse_error()
         outs = scan_p.bind(*consts, *c_live, *carry, *ct_live, *xs, *x_live, body=parts[3],
                            num_consts=num_consts + len(c_live), num_carry=num_carry + len(ct_live),
                            **common)
         nt = len(ct_live)
         primal_out = [*outs[:num_carry], *outs[num_carry + nt:num_carry + nt + n_out - num_carry]]
         t_out = [*outs[num_carry:num_carry + nt], *outs[num_carry + nt + n_out - num_carry:]]
+        if linearizing(primals, (*ct_live, *c_live, *x_live)):  # the joint outputs are the linear graph's
+            primal_out = scan_p.bind(*primals, body=body, num_consts=num_consts, num_carry=num_carry,
+                                     **common)
         return _with_tangents(primal_out, iter(t_out), out_nz)
     primal, tangent, const_res, x_res = parts[3], parts[4], parts[5], parts[6]
     outs = scan_p.bind(*consts, *carry, *xs, body=primal, num_consts=num_consts, num_carry=num_carry,
@@ -268,7 +256,7 @@ def _scan_jvp_parts(body: Callee, c_nz: tuple, carry_nz: tuple, x_nz: tuple, n_c
         order = [*ins[:n_c], *ct_in, *ins[n_c:n_c + n_carry], *cat_in, *ins[n_c + n_carry:n_in], *xt_in]
         t_outs = outs[n_out:]
         out_order = [*outs[:n_carry], *t_outs[:n_cat_out], *outs[n_carry:n_out], *t_outs[n_cat_out:]]
-        g = joint.replace(inputs=order, outputs=out_order)
+        g = forward_only(joint.replace(inputs=order, outputs=out_order))
         return "joint", carry_nz, out_nz, Callee(g, f"jvp({body.name})")
     primal, tangent, residuals = s
     const_vars = {v: k for k, v in enumerate(ins[:n_c])}
@@ -286,6 +274,7 @@ def _scan_jvp_parts(body: Callee, c_nz: tuple, carry_nz: tuple, x_nz: tuple, n_c
 
 def scan_transpose(cts: tuple, *ops: Any, body: Callee, length: int, reverse: bool, num_consts: int,
                    num_carry: int, unroll: int) -> tuple:
+    check_transposable(body)
     consts, carry, xs = scan_split(ops, num_consts, num_carry)
     c_unknown = tuple(is_undefined(c) for c in consts)
     x_unknown = tuple(is_undefined(x) for x in xs)
