@@ -7,7 +7,10 @@ before binding); values are reused, and steps plant work for the passes: duplica
 nodes (CSE), x*1, x+-0, x*0, x/1, transposes of transposes, reshape chains, identity
 slices/pads/broadcasts/converts (simplify), elementwise chains (fusion), convolutions in
 both layouts (layout), compiled sub-programs traced as `call` nodes (inline), constants
-captured from outside and inputs turned into constants after tracing (fold).
+captured from outside and inputs turned into constants after tracing (fold), and control
+flow: `cond`/`switch` on computed or constant predicates, `fori_loop` with static bounds (a
+scan) or a computed trip count (a while loop), `scan` over a value's leading axis, their
+bodies random sub-programs that may close over the enclosing program's values.
 
 Inputs are float32/float64/int32/bool/complex64, 0-d, 0-size and size-1 axes included,
 some non-contiguous (views made with the backend's own ops, or Fortran-ordered host
@@ -30,7 +33,7 @@ from tenferro_core import dtypes as D
 from tenferro_core.errors import TenferroError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import compile as tf_compile
-from tenferro_runtime import default_runtime, trace
+from tenferro_runtime import default_runtime, lax, trace
 from tenferro_runtime.testing.cases_structural import _factor_shape
 from tenferro_runtime.testing.conformance import present
 from tenferro_runtime.testing.strategies import SIDES, Domain, arrays, layouts, shapes
@@ -424,7 +427,93 @@ def op_call(b: Builder) -> Any:
     return tf_compile(sub)(*args)
 
 
+def _body(b: Builder, xs: list) -> Builder:
+    """A branch or loop body: random steps over its arguments, sometimes reading values of
+    the enclosing program as well (closed over, lifted into the body by its trace)."""
+    inner = Builder(b.draw, b.device, list(xs), b.depth + 1)
+    if b.draw(st.booleans()):
+        inner.vals += [b.pick() for _ in range(b.draw(st.integers(1, 2)))]
+    inner.steps(b.draw(st.integers(1, 3)))
+    return inner
+
+
+def _of_aval(inner: Builder, aval: Any) -> Any:
+    """A value of a body with `aval` (a loop's carry, the first branch's result), or None."""
+    cands = [v for v in inner.vals if v._aval.shape == aval.shape and v._aval.dtype == aval.dtype]
+    return inner.draw(st.sampled_from(cands)) if cands else None
+
+
+def _count(b: Builder, limit: int) -> Any:
+    """An int32 scalar from an earlier value, its number of nonzero entries at most `limit`:
+    a data-dependent predicate, branch index or trip count."""
+    x = b.pick()
+    nonzero = x if x.dtype == xp.bool else x != 0
+    n = xp.astype(xp.sum(xp.astype(nonzero, xp.int32)), xp.int32)
+    return xp.minimum(n, xp.asarray(limit, dtype=xp.int32, device=b.device))
+
+
+def op_cond(b: Builder) -> Any:
+    """`cond` on a computed or constant predicate, or `switch` over 2-4 branches; the first
+    branch traced returns its last value, the others one of theirs with its aval (else zeros)."""
+    if b.depth >= 2:
+        return None
+    ops = [b.pick() for _ in range(b.draw(st.integers(1, 2)))]
+    first_aval: list = []
+
+    def first(*xs: Any) -> Any:
+        out = _body(b, list(xs)).vals[-1]
+        first_aval.append(out._aval)
+        return out
+
+    def other(*xs: Any) -> Any:
+        a = first_aval[-1]
+        out = _of_aval(_body(b, list(xs)), a)
+        return lax.full(shape=a.shape, fill_value=0, dtype=a.dtype, device=a.device) if out is None else out
+
+    if b.draw(st.booleans()):
+        computed = b.draw(st.booleans())
+        pred = _count(b, 1) > 0 if computed else xp.asarray(b.draw(st.booleans()), device=b.device)
+        return lax.cond(pred, other, first, *ops)  # traced false branch first
+    return lax.switch(_count(b, 3), [first] + [other] * b.draw(st.integers(1, 3)), *ops)
+
+
+def op_loop(b: Builder) -> Any:
+    """`fori_loop` over a carry, 0-3 times: Python int bounds (a scan) or a computed trip
+    count (a while loop); the body may read the loop index."""
+    if b.depth >= 2:
+        return None
+    init = b.pick()
+
+    def body(i: Any, c: Any) -> Any:
+        out = _of_aval(_body(b, [c, i] if b.draw(st.booleans()) else [c]), c._aval)
+        return c if out is None else out
+
+    if b.draw(st.integers(0, 2)) == 0:
+        return lax.fori_loop(xp.asarray(0, dtype=xp.int32, device=b.device), _count(b, 3), body, init)
+    return lax.fori_loop(0, b.draw(st.integers(0, 3)), body, init)
+
+
+def op_lscan(b: Builder) -> Any:
+    """`scan` over an earlier value's leading axis (0-size included), forward or reversed,
+    with a carry; the final carry or the stacked per-step results."""
+    if b.depth >= 2:
+        return None
+    xs = b.pick(lambda a: a.ndim >= 1)
+    if xs is None:
+        return None
+    init = b.pick()
+
+    def f(c: Any, x: Any) -> Any:
+        inner = _body(b, [c, x])
+        out = _of_aval(inner, c._aval)
+        return (c if out is None else out), inner.vals[-1]
+
+    carry, ys = lax.scan(f, init, xs, reverse=b.draw(st.booleans()))
+    return ys if b.draw(st.booleans()) else carry
+
+
 OPS = (op_unary,) * 3 + (op_binary,) * 4 + (op_trap,) * 4 + (op_dup, op_conv, op_chain, op_call) * 2 + (
+    op_cond, op_loop, op_lscan) * 2 + (
     op_select, op_clamp, op_convert, op_bitcast, op_reshape, op_transpose, op_broadcast, op_slice,
     op_pad, op_concatenate, op_reverse, op_reduce, op_arg, op_scan, op_dot, op_create,
     op_gather, op_scatter, op_dynamic, op_copy)

@@ -135,7 +135,11 @@ def test_jvp_and_vjp_of_a_program_are_transposes(backend_device, data, seed):
     for a, b in zip(values, values_vjp):
         np.testing.assert_array_equal(_host(a), _host(b), err_msg="jvp and vjp disagree on the value")
     cotangents = [like(v) for v in values]
-    jtu = pullback(cotangents)
+    try:
+        jtu = pullback(cotangents)
+    except TenferroError as exc:  # a while loop the cotangents reach: refused when pulled back
+        note(f"refused: {type(exc).__name__}: {exc}")
+        return
     lhs, lscale = _dot(cotangents, jv)
     rhs, rscale = _dot(jtu, tangents)
     note(f"<u, Jv> = {lhs}, <J^T u, v> = {rhs}")

@@ -126,7 +126,8 @@ def test_linearize_runs_a_while_loop_forward_and_its_transpose_names_scan(device
     loop, as jvp), vjp gives the values and raises only when pulled back; a compiled function
     with a loop inside likewise (its vjp gave a leaked tracer as the value)."""
     x = xp.asarray([0.5, 1.0], device=device)
-    step = compile(lambda x: lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, xp.sin(c[1])), (0, x))[1])
+    step = compile(lambda x: lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, xp.sin(c[1])),
+                                            (0, x))[1])
     for f in (lambda x: xp.sum(_loop(x)[1]), lambda x: xp.sum(step(x))):
         value, lin = ad.linearize(f, x)
         close(value, f(x).numpy())
