@@ -1,6 +1,7 @@
 """conv_general's layout param and the layout pass: channels_last matches channels_first, and
 `choose_conv_layout` rewrites exactly the convolutions whose backend prefers the other layout,
-keeping the graph well formed and its values (bitwise on numpy, within rounding on torch)."""
+keeping the graph well formed and its values (bitwise on numpy, within rounding on torch), and
+what reads a rewritten conv's result reads it in the layout the original conv gave."""
 
 from __future__ import annotations
 
@@ -132,7 +133,8 @@ def test_rewrite_exactly_when_the_backend_prefers_the_other_layout(preference, p
         assert new is graph
         return
     assert _conv_layouts(new) == ["channels_last"] * 2
-    assert len(new.nodes) == len(graph.nodes) + 4  # a transpose before and after each conv
+    # a transpose before and after each conv, and a copy back to row-major (elementwise ops read them)
+    assert len(new.nodes) == len(graph.nodes) + 6
     for got, want in zip(eval_graph(new, *args), eval_graph(graph, *args)):
         _check_close(got, want, backend_device)
     # and back: a channels_last graph on a channels_first backend
@@ -152,7 +154,7 @@ def test_channels_last_graph_is_rewritten_to_channels_first(prefer, backend_devi
     graph = trace(lambda a, b: lax.conv_general(a, b, layout="channels_last"), x, w)
     new = choose_conv_layout(graph)
     verify_graph(new)
-    assert [n.prim.name for n in new.nodes] == ["transpose", "conv_general", "transpose"]
+    assert [n.prim.name for n in new.nodes] == ["transpose", "conv_general", "transpose", "copy"]
     assert _conv_layouts(new) == ["channels_first"]
     _check_close(eval_graph(new, x, w)[0], eval_graph(graph, x, w)[0], backend_device)
 
@@ -162,3 +164,30 @@ def test_backends_declare_a_layout_and_the_pass_is_registered(backend_device):
     assert preferred_layout(rt.device(backend_device)) in LAYOUTS
     assert BUILTIN["layout"] == ("layout", "choose_conv_layout", 600.0)
     assert rt.passes["layout"][0] is choose_conv_layout
+
+
+def test_a_product_reads_the_rewritten_conv_in_its_original_layout(prefer, backend_device):
+    """A complex matrix-vector product of a conv's result: BLAS gave another last bit for the
+    transposed view the rewrite left (found by test_pass_equivalence); a conv that only the
+    next conv's transpose reads gets no copy (the transposes cancel)."""
+    x = xp.asarray(np.arange(9, dtype=np.int32).reshape(1, 1, 9) * 33220 - 176473, device=backend_device)
+    w = xp.asarray(np.array([[[0, 0, 0]], [[1j, -2.121367, 1j]]], np.complex64), device=backend_device)
+    v = xp.asarray(np.array([[1j, 0, 1j, 1j, 1j, 1j, 1j]], np.complex64), device=backend_device)
+
+    def f(x, w, v):
+        y = lax.conv_general(xp.astype(x, xp.complex64), w)
+        z = lax.conv_general(y, xp.ones((3, 2, 2), dtype=xp.complex64, device=y.device))
+        return lax.dot_general(y, v, contracting_dims=((0, 2), (0, 1))), z
+
+    prefer("channels_last")
+    graph = trace(f, x, w, v)
+    new = choose_conv_layout(graph)
+    verify_graph(new)
+    names = [n.prim.name for n in new.nodes]
+    assert names.count("copy") == 2  # the first conv's result (a product reads it) and the output
+    for got, want in zip(eval_graph(new, x, w, v), eval_graph(graph, x, w, v)):
+        got, want = np.asarray(got), np.asarray(want)
+        if backend_device.startswith("numpy"):
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        else:
+            _check_close(got, want, backend_device)
