@@ -116,8 +116,8 @@ def _first_missing_rule(tape: GradientTape) -> MissingRuleError | None:
     first recorded op, in forward order, with no rule for the tangents it would get."""
     live = tape._live
     for prim, args, _, outs in tape._records:
-        if not any(id(o) in live for o in outs):
-            continue  # no float output (a comparison, argmax): the walk never differentiates it
+        if not prim.differentiable or not any(id(o) in live for o in outs):
+            continue  # as JVPTrace.process (floor), or no float output (a comparison)
         tangents = tuple([a if id(a) in live else Zero(a._aval) for a in args])
         try:
             jvp_rule(prim, tangents, args[0]._aval.device.runtime)

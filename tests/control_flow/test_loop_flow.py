@@ -90,6 +90,15 @@ def test_reverse_mode_of_while_loop_names_scan_and_fori_loop():
     with pytest.raises(MissingRuleError, match="fori_loop"):
         ad.grad(lambda x: xp.sum(lax.fori_loop(0, xp.asarray(2), lambda i, c: c * c, x)))(x)
 
+    def g(x):  # ops without derivatives recorded first: eager grad named floor, then `ne`
+        _ = xp.floor(x)
+        n = xp.astype(xp.sum(xp.astype(x != 0, xp.int32)), xp.int32)
+        return xp.sum(lax.fori_loop(xp.asarray(0, dtype=xp.int32), n, lambda i, c: -c, x))
+
+    for route in (ad.grad(g), compile(ad.grad(g))):
+        with pytest.raises(MissingRuleError, match=r"^reverse-mode differentiation .* of a while_loop"):
+            route(x)
+
 
 def _loop(x):
     return lax.while_loop(lambda c: xp.sum(c[1] * c[1]) < 4.0, lambda c: (c[0] + 1, c[1] * 1.5), (0, x))
