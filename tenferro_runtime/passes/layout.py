@@ -58,13 +58,14 @@ def _rewrite(node: Node, layout: str, row_major: bool) -> list[Node]:
 
 def choose_conv_layout(graph: Graph) -> Graph:
     """`graph` with every conv_general in the layout its backend prefers (see module doc)."""
-    nodes, changed = [], False
-    others = {v for n in graph.nodes if n.prim is not catalog.transpose for v in n.inputs}
-    others.update(graph.outputs)
+    nodes, changed, others = [], False, None
     for node in graph.nodes:
         if node.prim.name == "conv_general":
             want = preferred_layout(node.inputs[0].aval.device)
             if want is not None and want != node.params["layout"]:
+                if others is None:  # values read by something other than a transpose
+                    others = {v for n in graph.nodes if n.prim is not catalog.transpose for v in n.inputs}
+                    others.update(graph.outputs)
                 nodes.extend(_rewrite(node, want, node.outputs[0] in others))
                 changed = True
                 continue
