@@ -20,11 +20,12 @@ from tenferro_runtime import array_api as xp
 from tenferro_runtime import tracing
 from tenferro_runtime.eager import params_key
 from tenferro_runtime.graph import Graph, Node, Var, dead_code_elimination, eval_graph, trace
+from tenferro_runtime.graph_prims import GraphPrimitive
 from tenferro_runtime.pytree import tree_flatten, tree_unflatten
 from tenferro_runtime.tensor import Tensor, copy_slots
 
-from .ad_util import add_tangents, instantiate, is_zero, ones
-from .api import _linearize_flat
+from .ad_util import Zero, add_tangents, instantiate, is_zero, ones
+from .api import _jvp_flat, _linearize_flat
 from .tape_backward import gradients
 from .transpose import backward_pass
 
@@ -97,6 +98,8 @@ class GradientTape(tracing.Observer):
 
     def observe(self, prim: Any, args: tuple, params: dict, out: Any) -> None:
         """Called by `bind` for every primitive that runs in this tape's context."""
+        if not prim.differentiable:
+            return  # its results carry no tangent (JVPTrace.process: floor, sign)
         live = self._live
         for a in args:
             if id(a) in live:
@@ -110,8 +113,9 @@ class GradientTape(tracing.Observer):
                     return  # those ops are differentiated
                 break  # the op's own rules: its record takes the cotangents first
         self._records.append((prim, args, params, outs))
-        for o in outs:
-            if isinstance(o, Tensor) and o._aval.dtype.kind in "fc":
+        carries = _tangent_outputs(prim, args, params, live) if _holds_graphs(prim) else None
+        for k, o in enumerate(outs):
+            if isinstance(o, Tensor) and o._aval.dtype.kind in "fc" and (carries is None or carries[k]):
                 live[id(o)] = o
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None, *,
@@ -206,25 +210,19 @@ class GradientTape(tracing.Observer):
                 if fire:
                     ready(r + 1)
                 prim, args, params, outs = self._records[r]
-                if len(outs) == 1:
-                    c = ct.pop(id(outs[0]), None)
-                    if c is None:
-                        if not prim.effects:
-                            continue
-                        c = xp.zeros_like(outs[0])
-                    cts: tuple = (c,)
-                else:
-                    cts = tuple([ct.pop(id(o), None) for o in outs])
-                    if not prim.effects and all(c is None for c in cts):
+                cts = [ct.pop(id(o), None) for o in outs]
+                if all(c is None for c in cts):
+                    if not prim.effects:
                         continue
-                    cts = tuple([xp.zeros_like(o) if c is None else c for o, c in zip(outs, cts)])
+                    cts = [xp.zeros_like(o) for o in outs]
+                has_ct = tuple([c is not None for c in cts])
                 live = tuple([id(a) in live_ids for a in args])
                 runtime = args[0]._aval.device.runtime
                 cache = caches.get(id(runtime))
                 if cache is None:
                     cache = caches[id(runtime)] = runtime.caches.get("tape_vjp", 4096)
-                graph = _vjp_graph(cache, prim, args, params, outs, live)
-                grads = eval_graph(graph, *args, *cts, *outs)
+                graph = _vjp_graph(cache, prim, args, params, outs, live, has_ct)
+                grads = eval_graph(graph, *args, *[c for c in cts if c is not None], *outs)
                 i = 0
                 for a, receives in zip(args, graph.meta["receives"]):
                     if receives:
@@ -262,21 +260,63 @@ def _own_rules(prim: Any, args: tuple) -> bool:
     return runtime.rule("jvp", prim) is not None or runtime.rule("vjp", prim) is not None
 
 
+def _holds_graphs(prim: Any) -> bool:
+    """A `call` or control flow: which of its results carry tangents depends on its graphs."""
+    return isinstance(prim, GraphPrimitive) or hasattr(prim, "subgraphs")
+
+
+def _tangent_outputs(prim: Any, args: tuple, params: dict, live: dict) -> tuple:
+    """Per output of a graph-holding op, whether its JVP gives it a tangent that is not
+    structurally zero (a scan's output computed by floor, a branch's constant), cached per
+    signature: the tape then holds the others fixed, as the traced routes do, so a loop
+    behind them is not reached by a materialized zero cotangent (a while loop's refusal)."""
+    is_live = tuple([id(a) in live for a in args])
+    avals = tuple([a._aval for a in args])
+    try:
+        key = (prim, avals, is_live, *params_key(prim, params))
+    except TypeError:  # an unhashable param: assume every output carries a tangent
+        return (True,) * len(_as_list(prim.abstract_eval(avals, params)))
+    cache = avals[0].device.runtime.caches.get("tape_tangents", 4096)
+    return cache.get_or_build(key, _build_tangent_outputs, prim, avals, params, is_live)
+
+
+def _build_tangent_outputs(prim: Any, avals: tuple, params: dict, is_live: tuple) -> tuple:
+    carries: list[bool] = []
+
+    def jvp_of_call(*primals: Any) -> list:
+        def call(live_ins: list) -> list:
+            it = iter(live_ins)
+            return _as_list(prim.bind(*[next(it) if on else p for p, on in zip(primals, is_live)],
+                                      **params))
+
+        ins = [p for p, on in zip(primals, is_live) if on]
+        _, tangents = _jvp_flat(call, ins, list(ins))
+        carries[:] = [not is_zero(t) for t in tangents]
+        return [t for t in tangents if not is_zero(t)]
+
+    trace(jvp_of_call, *avals)
+    return tuple(carries)
+
+
 def _as_list(out: Any) -> list:
     return list(out) if isinstance(out, tuple) else [out]
 
 
-def _vjp_graph(cache: Any, prim: Any, args: tuple, params: dict, outs: tuple, live: tuple) -> Graph:
-    """The traced VJP of one primitive call: (*operands, *output cotangents, *outputs) ->
-    cotangents of the `live` operands (the others are held fixed), cached per signature in `cache` (the
-    runtime's ``tape_vjp`` cache)."""
+def _vjp_graph(cache: Any, prim: Any, args: tuple, params: dict, outs: tuple, live: tuple,
+               has_ct: tuple) -> Graph:
+    """The traced VJP of one primitive call: (*operands, *cotangents of the outputs that
+    `has_ct` marks, *outputs) -> cotangents of the `live` operands (the others are held
+    fixed), cached per signature in `cache` (the runtime's ``tape_vjp`` cache). The other
+    outputs' cotangents are symbolic zeros, as in the traced `vjp`: a materialized zero would
+    reach a while loop's transpose (a refusal) where the traced route gives the gradient."""
     avals = tuple([a._aval for a in args])
-    key = (prim, avals, live, *params_key(prim, params))
+    key = (prim, avals, live, has_ct, *params_key(prim, params))
     return cache.get_or_build(key, _build_vjp_graph, prim, avals, params,
-                              tuple([o._aval for o in outs]), live)
+                              tuple([o._aval for o in outs]), live, has_ct)
 
 
-def _build_vjp_graph(prim: Any, avals: tuple, params: dict, out_avals: tuple, live: tuple) -> Graph:
+def _build_vjp_graph(prim: Any, avals: tuple, params: dict, out_avals: tuple, live: tuple,
+                     has_ct: tuple) -> Graph:
     """Tracing `vjp` itself (linearize, then transpose) records the residual computations and
     the transposed linear ops as one Graph, without the nodes no cotangent needs, so a tape's
     backward pass is one plan replay per recorded op.
@@ -290,7 +330,8 @@ def _build_vjp_graph(prim: Any, avals: tuple, params: dict, out_avals: tuple, li
     zero: list[bool] = []
 
     def vjp_of_call(*primals_and_cts: Any) -> list:
-        primals, cts = primals_and_cts[:n], primals_and_cts[n:]
+        primals, given = primals_and_cts[:n], iter(primals_and_cts[n:])
+        cts = [next(given) if has else Zero(a) for a, has in zip(out_avals, has_ct)]
 
         def call(live_ins: list) -> list:
             it = iter(live_ins)
@@ -302,7 +343,7 @@ def _build_vjp_graph(prim: Any, avals: tuple, params: dict, out_avals: tuple, li
         zero[:] = [is_zero(c) for c in in_cts]
         return [c for c in in_cts if not is_zero(c)]
 
-    graph = trace(vjp_of_call, *avals, *out_avals)
+    graph = trace(vjp_of_call, *avals, *[a for a, has in zip(out_avals, has_ct) if has])
     graph = dead_code_elimination(_outputs_as_inputs(graph, prim, params, n, out_avals))
     it = iter(zero)
     receives = tuple([is_live and not next(it) for is_live in live])

@@ -29,7 +29,8 @@ def gradients(records: list, live_ids: dict, targets: list, seeds: list, sources
               vjp_graph: Any) -> list | None:
     """The sources' gradients from one replay of the tape's backward graph, or None where
     the per-record walk must run (this context needs each op, or the signature is new).
-    `vjp_graph(cache, prim, args, params, outs, live)` is the tape's per-record VJP graph."""
+    `vjp_graph(cache, prim, args, params, outs, live, has_ct)` is the tape's per-record VJP
+    graph."""
     stack = tracing.interpreters()
     if stack is not tracing.BOTTOM and not stack.graphs or not records:
         return None
@@ -101,10 +102,12 @@ def _build(records: list, key: tuple, vjp_cache: Any, vjp_graph: Any) -> Graph:
             cts = [ct.pop(o, None) for o in out_slots]
             if not prim.effects and all(c is None for c in cts):
                 continue
-            cts = [xp.zeros_like(o) if c is None else c for o, c in zip(outs, cts)]
+            if all(c is None for c in cts):
+                cts = [xp.zeros_like(o) for o in outs]
             args = [vals[a] for a in arg_slots]
-            graph = vjp_graph(vjp_cache, prim, args, params, outs, live)
-            grads = eval_graph(graph, *args, *cts, *outs)
+            graph = vjp_graph(vjp_cache, prim, args, params, outs, live,
+                              tuple([c is not None for c in cts]))
+            grads = eval_graph(graph, *args, *[c for c in cts if c is not None], *outs)
             i = 0
             for a, receives in zip(arg_slots, graph.meta["receives"]):
                 if receives:  # not a structurally zero cotangent (tape.py, `_build_vjp_graph`)

@@ -137,7 +137,7 @@ def test_backward_reads_recorded_outputs_instead_of_recomputing_them():
             total = xp.sum(y * y)
         prim, args, params, outs = tape._records[0]
         graph = tape_module._vjp_graph(default_runtime().caches.get("tape_vjp", 4096), prim, args, params,
-                                       outs, (True,))
+                                       outs, (True,), (True,))
         assert [n.prim.name for n in graph.nodes if n.prim.name == name] == []
         assert len(graph.inputs) == 3  # operand, cotangent, output
         f = {"exp": np.exp, "tanh": np.tanh}[name]

@@ -130,6 +130,34 @@ def test_grad_through_a_while_loop_that_no_cotangent_reaches(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_grad_where_a_loop_reads_only_results_without_tangents(device):
+    """A loop behind a switch reads a scan's (or compiled call's) output computed by floor:
+    that output carries no tangent on the traced routes, and the tape holds it fixed too (it
+    gave the loop a zero cotangent and refused)."""
+    x = xp.asarray([0.5, 0.25], device=device)
+    step = compile(lambda x: (x * 1.5, xp.floor(x * 4.0)))
+
+    def loop_on(y):
+        n = xp.asarray(2, device=device)
+        return lax.switch(xp.asarray(0, device=device),
+                          [lambda y: lax.fori_loop(0, n, lambda i, v: -v * 1.5, y), lambda y: y * 2.0], y)
+
+    def by_scan(x):
+        c, ys = lax.scan(lambda c, a: (c * a, xp.floor(c)), x, xp.asarray([1.5, 0.5, 2.0], device=device))
+        return xp.sum(c) + xp.sum(loop_on(ys) ** 2)
+
+    def by_call(x):
+        c, y = step(x)
+        return xp.sum(c) + xp.sum(loop_on(y) ** 2)
+
+    for f in (by_scan, by_call):
+        routes = (ad.grad(f), compile(ad.grad(f)), lambda x, f=f: ad.vmap(ad.grad(f))(x[None])[0],
+                  lambda x, f=f: ad.vjp(f, x)[1](xp.asarray(1.0, device=device))[0])
+        for route in routes:
+            close(route(x), [1.5, 1.5])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_linearize_runs_a_while_loop_forward_and_its_transpose_names_scan(device):
     """linearize of a loop whose tangent is live: its linear function runs forward (the joint
     loop, as jvp), vjp gives the values and raises only when pulled back; a compiled function
