@@ -21,7 +21,7 @@ from typing import Any
 
 from tenferro_core.errors import MissingRuleError
 from tenferro_runtime.compiled import Callee
-from tenferro_runtime.graph import Graph, GraphTrace, Var, eval_graph, trace
+from tenferro_runtime.graph import Graph, GraphTrace, Node, Var, eval_graph, trace
 from tenferro_runtime.graph_prims import call_p
 
 from .ad_util import Zero, instantiate, is_undefined, is_zero
@@ -62,12 +62,14 @@ def check_transposable(*callees: Callee) -> None:
 
 def call_jvp(primals: tuple, tangents: tuple, *, fn: Callee) -> tuple[tuple, tuple]:
     nonzero = tuple(not is_zero(t) for t in tangents)
-    primal_fn, tangent_fn, zero_out, n_out = fn.derived(("jvp", nonzero), lambda: _split_jvp(fn, nonzero))
+    primal_fn, tangent_fn, zero_out, n_out, joint_fn = fn.derived(("jvp", nonzero),
+                                                                  lambda: _split_jvp(fn, nonzero))
     given = [t for t in tangents if not is_zero(t)]
-    if primal_fn is None:  # not separable (forward mode only): primals and tangents at once
-        outs = call_p.bind(*primals, *given, fn=tangent_fn)
+    if joint_fn is not None and (primal_fn is None or not linearizing(primals, tuple(given))):
+        # a while loop inside: forward mode runs it once, primals and tangents at once
+        outs = call_p.bind(*primals, *given, fn=joint_fn)
         primal_out, computed = outs[:n_out], iter(outs[n_out:])
-        if linearizing(primals, tuple(given)):  # the joint outputs are the linear graph's
+        if primal_fn is None and linearizing(primals, tuple(given)):  # the linear graph's
             primal_out = call_p.bind(*primals, fn=fn)
     else:
         outs = call_p.bind(*primals, fn=primal_fn)
@@ -82,9 +84,10 @@ def call_jvp(primals: tuple, tangents: tuple, *, fn: Callee) -> tuple[tuple, tup
 def call_transpose(cts: tuple, *operands: Any, fn: Callee) -> tuple:
     check_transposable(fn)
     unknown = tuple(is_undefined(o) for o in operands)
-    transposed = fn.derived(("transpose", unknown), lambda: _transpose(fn, unknown))
+    ct_nz = tuple(not is_zero(c) for c in cts)
+    transposed = fn.derived(("transpose", unknown, ct_nz), lambda: _transpose(fn, unknown, ct_nz))
     known = [o for o in operands if not is_undefined(o)]
-    out = iter(call_p.bind(*known, *[instantiate(c) for c in cts], fn=transposed))
+    out = iter(call_p.bind(*known, *[c for c in cts if not is_zero(c)], fn=transposed))
     return tuple(next(out) if u else None for u in unknown)
 
 
@@ -114,9 +117,10 @@ def fused_batch(args: tuple, dims: tuple, *, graph: Graph) -> tuple:
 
 
 def _split_jvp(fn: Callee, nonzero: tuple) -> tuple:
-    """(primal callee, tangent callee or None, which output tangents are zero, #outputs);
-    (None, one joint callee of primals and tangents, ...) where a primal result depends on a
-    tangent (a while loop inside: forward mode only)."""
+    """(primal callee, tangent callee or None, which output tangents are zero, #outputs,
+    joint callee or None). Where a primal result depends on a tangent (a while loop inside),
+    the joint callee computes primals and tangents at once (forward mode), and the split, if
+    any, recomputes the loop's primal results in the primal callee (linearization)."""
     from .api import _jvp_flat
 
     graph = fn.graph
@@ -134,27 +138,46 @@ def _split_jvp(fn: Callee, nonzero: tuple) -> tuple:
     t_avals = [a for a, nz in zip(in_avals, nonzero) if nz]
     joint = trace(jvp_fn, *in_avals, *t_avals)
     name = f"jvp({fn.name})"
+    joint_fn = None
     parts = split(joint, n_in, n_out)
-    if parts is None:  # a forward-only construct (a while loop) carries both: one joint callee
+    if parts is None:  # a while loop carries both: one joint callee, and the split recomputing it
         joint_fn = Callee(forward_only(joint), name, fn.passes, executor=fn.executor)
-        return None, joint_fn, tuple(zero_out), n_out
+        parts = split(joint, n_in, n_out, recompute=True)
+        if parts is None:
+            return None, None, tuple(zero_out), n_out, joint_fn
     primal, tangent_graph, _ = parts
     tangent = None
     if tangent_graph.outputs:
         tangent = Callee(tangent_graph, f"{name}.tangent", fn.passes, executor=fn.executor)
     return (Callee(primal, f"{name}.primal", fn.passes, executor=fn.executor), tangent,
-            tuple(zero_out), n_out)
+            tuple(zero_out), n_out, joint_fn)
 
 
-def split(joint: Graph, n_in: int, n_out: int) -> tuple | None:
+PRIMAL_PART: dict = {}
+"""{primitive: node -> a node computing the node's primal results from its primal operands
+only, or None}: for joint JVP nodes whose primal results depend on tangents structurally (a
+while loop carrying both), registered by control_flow_rules."""
+
+
+def split(joint: Graph, n_in: int, n_out: int, recompute: bool = False) -> tuple | None:
     """(primal graph: primals -> primal results + residuals, tangent graph: residuals +
     tangents -> tangent results, residual vars), or None where a primal result depends on a
-    tangent (a forward-only construct such as a while loop inside)."""
+    tangent (a forward-only construct such as a while loop inside). With `recompute`, such a
+    node (a `PRIMAL_PART`) is also run on the primal side for its primal results, as JAX's
+    partial evaluation of a while loop does: the tangent side keeps the joint node, which only
+    a cotangent reaching it makes a `MissingRuleError`."""
     tangent_in = set(joint.inputs[n_in:])
     dependent = set(tangent_in)
     primal_nodes, tangent_nodes = [], []
     for node in joint.nodes:
         if any(v in dependent for v in node.inputs):
+            part = PRIMAL_PART.get(node.prim) if recompute else None
+            primal = part(node) if part is not None else None
+            if primal is not None and not any(v in dependent for v in primal.inputs):
+                primal_nodes.append(primal)
+                fresh = {v: Var(v.aval) for v in primal.outputs}
+                node = Node(node.prim, node.inputs, node.params,
+                            [fresh.get(v, v) for v in node.outputs], node.site)
             tangent_nodes.append(node)
             dependent.update(node.outputs)
         else:
@@ -180,27 +203,24 @@ def _used(consts: dict, nodes: list, outputs: Any = ()) -> dict:
     return {v: c for v, c in consts.items() if v in reads}
 
 
-def _used(consts: dict, nodes: list, outputs: Any = ()) -> dict:
-    reads = {v for n in nodes for v in n.inputs} | set(outputs)
-    return {v: c for v, c in consts.items() if v in reads}
-
-
-def _transpose(fn: Callee, unknown: tuple) -> Callee:
-    """The callee mapping (known operands, output cotangents) to the unknown operands'
-    cotangents; `fn`'s graph is linear in its unknown inputs."""
+def _transpose(fn: Callee, unknown: tuple, ct_nz: tuple) -> Callee:
+    """The callee mapping (known operands, the cotangents of the outputs `ct_nz` marks) to the
+    unknown operands' cotangents; `fn`'s graph is linear in its unknown inputs. The other
+    outputs' cotangents are symbolic zeros: nodes only they reach are not transposed."""
     graph = fn.graph
     known_vars = [v for v, u in zip(graph.inputs, unknown) if not u]
 
     def backward(*xs: Any) -> list:
-        known, cts = xs[:len(known_vars)], xs[len(known_vars):]
+        known, given = xs[:len(known_vars)], iter(xs[len(known_vars):])
+        cts = [next(given) if nz else Zero(v.aval) for v, nz in zip(graph.outputs, ct_nz)]
         linear = graph.replace(consts={**graph.consts, **dict(zip(known_vars, known))})
-        in_cts = backward_pass(linear, list(cts))
+        in_cts = backward_pass(linear, cts)
         return [instantiate(c) for c, u in zip(in_cts, unknown) if u]
 
-    out_avals = [v.aval for v in graph.outputs]
-    return Callee(trace(backward, *[v.aval for v in known_vars], *out_avals), f"transpose({fn.name})",
+    ct_avals = [v.aval for v, nz in zip(graph.outputs, ct_nz) if nz]
+    return Callee(trace(backward, *[v.aval for v in known_vars], *ct_avals), f"transpose({fn.name})",
                   fn.passes, executor=fn.executor)
 
 
-__all__ = ["WHILE_REVERSE", "call_batch", "call_jvp", "call_transpose", "check_transposable", "forward_only",
-           "fused_batch", "fused_jvp", "linearizing", "reverse_error", "split"]
+__all__ = ["PRIMAL_PART", "WHILE_REVERSE", "call_batch", "call_jvp", "call_transpose", "check_transposable",
+           "forward_only", "fused_batch", "fused_jvp", "linearizing", "reverse_error", "split"]

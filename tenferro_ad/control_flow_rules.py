@@ -37,7 +37,15 @@ from tenferro_runtime.control_flow_prims import cond_p, scan_p, scan_split, whil
 from tenferro_runtime.graph import Graph, Node, Var, dead_code_elimination, eval_graph, trace
 
 from .ad_util import Zero, instantiate, is_undefined, is_zero
-from .call_rules import WHILE_REVERSE, _transpose, check_transposable, forward_only, linearizing, split
+from .call_rules import (
+    PRIMAL_PART,
+    WHILE_REVERSE,
+    _transpose,
+    check_transposable,
+    forward_only,
+    linearizing,
+    split,
+)
 from .jvp import has_tangent
 from .transpose import backward_pass
 
@@ -81,14 +89,13 @@ def cond_jvp(primals: tuple, tangents: tuple, *, branches: tuple) -> tuple[tuple
     parts = branches[0].derived(("cond_jvp", branches, nz), lambda: _cond_jvp_parts(branches, nz))
     n_out = len(branches[0].graph.outputs)
     live = [t for t, z in zip(ts, nz) if z]
-    if parts[0] == "joint":
-        _, joint, out_nz = parts
-        outs = cond_p.bind(index, *ops, *live, branches=joint)
+    primal_b, tangent_b, out_nz, joint = parts
+    if joint is not None and (primal_b is None or not linearizing(primals, tuple(live))):
+        outs = cond_p.bind(index, *ops, *live, branches=joint)  # forward mode: the loop runs once
         primal_out = outs[:n_out]
-        if linearizing(primals, tuple(live)):  # the joint outputs are the linear graph's
+        if primal_b is None and linearizing(primals, tuple(live)):  # the linear graph's
             primal_out = cond_p.bind(index, *ops, branches=branches)
         return _with_tangents(primal_out, iter(outs[n_out:]), out_nz)
-    primal_b, tangent_b, out_nz = parts
     outs = cond_p.bind(index, *ops, branches=primal_b)
     primal_out, residuals = outs[:n_out], outs[n_out:]
     t_out = iter(())
@@ -107,9 +114,12 @@ def _cond_jvp_parts(branches: tuple, nz: tuple) -> tuple:
     joints = [jvp_joint(b.graph, nz, force) for b in branches]
     out_nz = joints[0][1]
     splits = [split(j, n_in, n_out) for j, _ in joints]
-    if any(s is None for s in splits):
-        return "joint", tuple(Callee(forward_only(j), f"jvp({b.name})")
-                              for (j, _), b in zip(joints, branches)), out_nz
+    joint = None
+    if any(s is None for s in splits):  # a while loop inside (see call_rules._split_jvp)
+        joint = tuple(Callee(forward_only(j), f"jvp({b.name})") for (j, _), b in zip(joints, branches))
+        splits = [split(j, n_in, n_out, recompute=True) for j, _ in joints]
+        if any(s is None for s in splits):
+            return None, None, out_nz, joint
     res_avals = [[v.aval for v in s[2]] for s in splits]
     all_res = [a for r in res_avals for a in r]
     primal_b, tangent_b = [], []
@@ -131,16 +141,17 @@ def _cond_jvp_parts(branches: tuple, nz: tuple) -> tuple:
         tangent_b.append(Callee(trace(tan_fn, *all_res, *t_avals).replace(out_tree=None),
                                 f"jvp({b.name}).tangent"))
         offset += k
-    return tuple(primal_b), tuple(tangent_b), out_nz
+    return tuple(primal_b), tuple(tangent_b), out_nz, joint
 
 
 def cond_transpose(cts: tuple, index: Any, *ops: Any, branches: tuple) -> tuple:
     check_transposable(*branches)
     unknown = tuple(is_undefined(o) for o in ops)
-    transposed = branches[0].derived(("cond_transpose", branches, unknown),
-                                     lambda: tuple(_transpose(b, unknown) for b in branches))
+    ct_nz = tuple(not is_zero(c) for c in cts)
+    transposed = branches[0].derived(("cond_transpose", branches, unknown, ct_nz),
+                                     lambda: tuple(_transpose(b, unknown, ct_nz) for b in branches))
     known = [o for o in ops if not is_undefined(o)]
-    out = iter(cond_p.bind(index, *known, *[instantiate(c) for c in cts], branches=transposed))
+    out = iter(cond_p.bind(index, *known, *[c for c in cts if not is_zero(c)], branches=transposed))
     return (None, *[next(out) if u else None for u in unknown])
 
 
@@ -188,7 +199,8 @@ def _while_jvp_graphs(cond: Callee, body: Callee, bc_nz: tuple, carry_nz: tuple)
     n_bct = sum(bc_nz)
     n_p = len(body.graph.inputs)
     order = [*ins[:n_bc], *ins[n_p:n_p + n_bct], *ins[n_bc:n_p], *ins[n_p + n_bct:]]
-    new_body = Callee(joint.replace(inputs=order), f"jvp({body.name})")
+    new_body = Callee(joint.replace(inputs=order, meta={**joint.meta, "jvp_of": (cond, body, n_bct)}),
+                      f"jvp({body.name})")
     extra = [Var(v.aval) for v, z in zip(body.graph.inputs[n_bc:], carry_nz) if z]
     new_cond = Callee(cond.graph.replace(inputs=[*cond.graph.inputs, *extra]), cond.name)
     return new_cond, new_body, carry_nz
@@ -196,6 +208,21 @@ def _while_jvp_graphs(cond: Callee, body: Callee, bc_nz: tuple, carry_nz: tuple)
 
 def while_transpose(cts: tuple, *ops: Any, **params: Any) -> tuple:
     raise MissingRuleError(WHILE_REVERSE)
+
+
+def while_primal(node: Node) -> Node | None:
+    """The loop a joint JVP loop node differentiates, on the node's primal operands, giving
+    the node's primal results (`call_rules.split` recomputes it on the primal side)."""
+    jvp_of = node.params["body"].graph.meta.get("jvp_of")
+    if jvp_of is None:
+        return None
+    cond, body, n_bct = jvp_of
+    n_cc, n_bc = node.params["cond_nconsts"], node.params["body_nconsts"] - n_bct
+    n = len(body.graph.outputs)
+    carry_at = n_cc + n_bc + n_bct
+    ins = [*node.inputs[:n_cc + n_bc], *node.inputs[carry_at:carry_at + n]]
+    params = dict(cond=cond, body=body, cond_nconsts=n_cc, body_nconsts=n_bc)
+    return Node(node.prim, ins, params, node.outputs[:n], node.site)
 
 
 # ---- scan ----------------------------------------------------------------------------------------
@@ -210,26 +237,27 @@ def scan_jvp(primals: tuple, tangents: tuple, *, body: Callee, length: int, reve
         outs = scan_p.bind(*primals, body=body, length=length, reverse=reverse, num_consts=num_consts,
                            num_carry=num_carry, unroll=unroll)
         return tuple(outs), tuple(Zero(o._aval) for o in outs)
-    parts = body.derived(("scan_jvp", c_nz, carry_nz, x_nz),
-                         lambda: _scan_jvp_parts(body, c_nz, carry_nz, x_nz, num_consts, num_carry))
-    kind, carry_nz, out_nz = parts[0], parts[1], parts[2]
+    carry_nz, out_nz, parts, joint = body.derived(
+        ("scan_jvp", c_nz, carry_nz, x_nz), lambda: _scan_jvp_parts(body, c_nz, carry_nz, x_nz, num_consts,
+                                                                    num_carry))
     ct_live = [instantiate(t if not is_zero(t) else Zero(c._aval))
                for t, c, z in zip(carry_t, carry, carry_nz) if z]
     c_live = [t for t, z in zip(c_t, c_nz) if z]
     x_live = [t for t, z in zip(x_t, x_nz) if z]
     common = dict(length=length, reverse=reverse, unroll=unroll)
-    if kind == "joint":
-        outs = scan_p.bind(*consts, *c_live, *carry, *ct_live, *xs, *x_live, body=parts[3],
+    if joint is not None and (parts is None or not linearizing(primals, (*ct_live, *c_live, *x_live))):
+        # a while loop in the body: forward mode runs it once, primals and tangents at once
+        outs = scan_p.bind(*consts, *c_live, *carry, *ct_live, *xs, *x_live, body=joint,
                            num_consts=num_consts + len(c_live), num_carry=num_carry + len(ct_live),
                            **common)
         nt = len(ct_live)
         primal_out = [*outs[:num_carry], *outs[num_carry + nt:num_carry + nt + n_out - num_carry]]
         t_out = [*outs[num_carry:num_carry + nt], *outs[num_carry + nt + n_out - num_carry:]]
-        if linearizing(primals, (*ct_live, *c_live, *x_live)):  # the joint outputs are the linear graph's
+        if parts is None and linearizing(primals, (*ct_live, *c_live, *x_live)):  # the linear graph's
             primal_out = scan_p.bind(*primals, body=body, num_consts=num_consts, num_carry=num_carry,
                                      **common)
         return _with_tangents(primal_out, iter(t_out), out_nz)
-    primal, tangent, const_res, x_res = parts[3], parts[4], parts[5], parts[6]
+    primal, tangent, const_res, x_res = parts
     outs = scan_p.bind(*consts, *carry, *xs, body=primal, num_consts=num_consts, num_carry=num_carry,
                        **common)
     primal_out, stacked = outs[:n_out], outs[n_out:]
@@ -252,12 +280,16 @@ def _scan_jvp_parts(body: Callee, c_nz: tuple, carry_nz: tuple, x_nz: tuple, n_c
     ct_in, cat_in, xt_in = t_ins[:n_ct], t_ins[n_ct:n_ct + n_cat], t_ins[n_ct + n_cat:]
     n_cat_out = sum(out_nz[:n_carry])
     s = split(joint, n_in, n_out)
-    if s is None:  # forward mode only: one scan over the joint body
+    joint_fn = None
+    if s is None:  # a while loop in the body: one scan over the joint body (forward mode) ...
         order = [*ins[:n_c], *ct_in, *ins[n_c:n_c + n_carry], *cat_in, *ins[n_c + n_carry:n_in], *xt_in]
         t_outs = outs[n_out:]
         out_order = [*outs[:n_carry], *t_outs[:n_cat_out], *outs[n_carry:n_out], *t_outs[n_cat_out:]]
         g = forward_only(joint.replace(inputs=order, outputs=out_order))
-        return "joint", carry_nz, out_nz, Callee(g, f"jvp({body.name})")
+        joint_fn = Callee(g, f"jvp({body.name})")
+        s = split(joint, n_in, n_out, recompute=True)  # ... and the split recomputing the loop
+        if s is None:
+            return carry_nz, out_nz, None, joint_fn
     primal, tangent, residuals = s
     const_vars = {v: k for k, v in enumerate(ins[:n_c])}
     x_vars = {v: k for k, v in enumerate(ins[n_c + n_carry:n_in])}
@@ -268,8 +300,9 @@ def _scan_jvp_parts(body: Callee, c_nz: tuple, carry_nz: tuple, x_nz: tuple, n_c
     rc_vars = [ins[k] for k in const_res]
     rx_vars = [ins[n_c + n_carry + k] for k in x_res]
     tangent = tangent.replace(inputs=[*rc_vars, *ct_in, *cat_in, *stacked, *rx_vars, *xt_in])
-    return ("split", carry_nz, out_nz, Callee(primal, f"jvp({body.name}).primal"),
-            Callee(tangent, f"jvp({body.name}).tangent"), tuple(const_res), tuple(x_res))
+    return (carry_nz, out_nz, (Callee(primal, f"jvp({body.name}).primal"),
+                               Callee(tangent, f"jvp({body.name}).tangent"), tuple(const_res),
+                               tuple(x_res)), joint_fn)
 
 
 def scan_transpose(cts: tuple, *ops: Any, body: Callee, length: int, reverse: bool, num_consts: int,
@@ -278,8 +311,10 @@ def scan_transpose(cts: tuple, *ops: Any, body: Callee, length: int, reverse: bo
     consts, carry, xs = scan_split(ops, num_consts, num_carry)
     c_unknown = tuple(is_undefined(c) for c in consts)
     x_unknown = tuple(is_undefined(x) for x in xs)
-    transposed, how, pre = body.derived(("scan_transpose", c_unknown, x_unknown),
-                                        lambda: _scan_transposed(body, c_unknown, x_unknown, num_carry))
+    ct_nz = tuple(not is_zero(c) for c in cts)
+    transposed, how, pre, carry_nz = body.derived(
+        ("scan_transpose", c_unknown, x_unknown, ct_nz),
+        lambda: _scan_transposed(body, c_unknown, x_unknown, num_carry, ct_nz))
     kc = [c for c in consts if not is_undefined(c)]
     kc += [lax.copy(lax.transpose(kc[k], permutation=(1, 0))) for k in pre]
     kx = [x for x in xs if not is_undefined(x)]
@@ -296,7 +331,8 @@ def scan_transpose(cts: tuple, *ops: Any, body: Callee, length: int, reverse: bo
     per_step = [*kx, *ct_ys], outs[len(acc) + num_carry + n_xu:]
     c_ct = iter([next(acc_out) if h[0] == "acc" else _hoisted(h, per_step) for h in how])
     return (*[next(c_ct) if u else None for u in c_unknown],
-            *[ct if is_undefined(c) else None for c, ct in zip(carry, carry_ct)],
+            *[(ct if nz else Zero(c.aval)) if is_undefined(c) else None
+              for c, ct, nz in zip(carry, carry_ct, carry_nz)],
             *[next(x_ct) if u else None for u in x_unknown])
 
 
@@ -315,8 +351,14 @@ def _hoisted(how: tuple, per_step: tuple) -> Any:
     return prim.bind(stacked(a), stacked(b), **{**params, "contracting_dims": dims})
 
 
-def _scan_transposed(body: Callee, c_unknown: tuple, x_unknown: tuple, n_carry: int) -> tuple:
-    """(the body of the transposed scan, how each unknown constant's cotangent is made).
+def _scan_transposed(body: Callee, c_unknown: tuple, x_unknown: tuple, n_carry: int, ct_nz: tuple) -> tuple:
+    """(the body of the transposed scan, how each unknown constant's cotangent is made, the
+    scan's constant inputs made before the loop, which carries' cotangents are not zero).
+
+    `ct_nz` marks the outputs (carries, ys) whose cotangents are not symbolic zeros; the
+    others are zeros in every iteration, unless the body's transpose makes a carry's nonzero
+    (a fixed point), and their slots are ignored, so nodes only they reach are not
+    transposed (a while loop whose results no cotangent reaches).
 
     The body: (known consts; accumulators, carry cotangent; known x_i, y_i cotangents) ->
     (accumulators, carry cotangent; x_i cotangents; values stacked for the constants).
@@ -337,19 +379,28 @@ def _scan_transposed(body: Callee, c_unknown: tuple, x_unknown: tuple, n_carry: 
     out_avals = [v.aval if isinstance(v, Var) else v._aval for v in graph.outputs]
     n_kc, n_uc, n_kx = len(kc_vars), len(uc_avals), len(kx_vars)
 
+    nz = list(ct_nz)
+    grown: list = []
+
     def backward(*ins: Any) -> list:
         kc, ct_carry = ins[:n_kc], ins[n_kc:n_kc + n_carry]
         kx, ct_y = ins[n_kc + n_carry:n_kc + n_carry + n_kx], ins[n_kc + n_carry + n_kx:]
         known = {**graph.consts, **dict(zip(kc_vars, kc)), **dict(zip(kx_vars, kx))}
-        in_cts = backward_pass(graph.replace(consts=known), [*ct_carry, *ct_y])
+        cts = [c if z else Zero(a) for c, z, a in zip((*ct_carry, *ct_y), nz, out_avals)]
+        in_cts = backward_pass(graph.replace(consts=known), cts)
         c_cts, carry_cts, x_cts = scan_split(in_cts, n_c, n_carry)
+        grown[:] = [z or not is_zero(c) for z, c in zip(nz, carry_cts)]
         return [*[instantiate(c) for c, u in zip(c_cts, c_unknown) if u],
                 *[instantiate(c) for c in carry_cts],
                 *[instantiate(c) for c, u in zip(x_cts, x_unknown) if u]]
 
     step_avals = [*[v.aval for v in kc_vars], *out_avals[:n_carry], *[v.aval for v in kx_vars],
                   *out_avals[n_carry:]]
-    step = trace(backward, *step_avals)
+    while True:  # until the carries with cotangents are a fixed point of the body's transpose
+        step = trace(backward, *step_avals)
+        if grown == nz[:n_carry]:
+            break
+        nz[:n_carry] = grown
     how, accumulated, stacked = _const_cotangents(step, n_uc, n_kc + n_carry)
     rest = step.outputs[n_uc:]
     step = dead_code_elimination(step.replace(outputs=[*accumulated, *rest, *stacked], out_tree=None))
@@ -364,7 +415,7 @@ def _scan_transposed(body: Callee, c_unknown: tuple, x_unknown: tuple, n_carry: 
 
     avals = [*[v.aval for v in step.inputs[:n_kc]], *acc_avals, *step_avals[n_kc - len(pre):]]
     transposed = trace(with_accumulators, *avals).replace(out_tree=None)
-    return Callee(transposed, f"transpose({body.name})"), tuple(how), pre
+    return Callee(transposed, f"transpose({body.name})"), tuple(how), pre, tuple(nz[:n_carry])
 
 
 def _transposed_weights(step: Graph, n_kc: int) -> tuple[Graph, tuple]:
@@ -433,6 +484,7 @@ def register(registry: Any) -> None:
     registry.add_rule("transpose", cond_p, cond_transpose)
     registry.add_rule("jvp", while_p, while_jvp)
     registry.add_rule("transpose", while_p, while_transpose)
+    PRIMAL_PART[while_p] = while_primal
     registry.add_rule("jvp", scan_p, scan_jvp)
     registry.add_rule("transpose", scan_p, scan_transpose)
 

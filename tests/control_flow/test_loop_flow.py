@@ -158,6 +158,42 @@ def test_grad_where_a_loop_reads_only_results_without_tangents(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_grad_of_a_cond_or_call_holding_a_while_loop_through_its_loop_free_results(device):
+    """A branch, compiled function or scan body returns a loop's result and a result without it:
+    reverse mode through the second gives the gradient on every route (the loop's primal
+    results are recomputed on the primal side, as JAX's partial evaluation does), through
+    the first it is the while-loop error, and forward mode runs the loop once."""
+    x = xp.asarray([0.5, 0.25], device=device)
+
+    def body(x):
+        return x * 2.0, lax.while_loop(lambda c: xp.sum(c * c) < 4.0, lambda c: c * 1.5, x)
+
+    step = compile(body)
+
+    def by_cond(x, k):
+        return xp.sum(lax.cond(xp.sum(x) > 0, body, lambda x: (x * 3.0, x), x)[k])
+
+    def by_call(x, k):
+        return xp.sum(step(x)[k])
+
+    def by_scan(x, k):
+        out = lax.scan(lambda c, a: body(c * a), x, xp.asarray([1.0, 0.5, 1.0], device=device))
+        return xp.sum(out[k])
+
+    for f, want in ((by_cond, 2.0), (by_call, 2.0), (by_scan, 4.0)):
+        routes = (ad.grad(f), compile(ad.grad(f), static_argnums=1),
+                  lambda x, k, f=f: ad.vmap(ad.grad(f), in_axes=(0, None))(x[None], k)[0],
+                  lambda x, k, f=f: ad.vjp(lambda x: f(x, k), x)[1](xp.asarray(1.0, device=device))[0])
+        for route in routes:
+            close(route(x, 0), [want, want])
+            with pytest.raises(MissingRuleError, match=r"while_loop.*scan"):
+                route(x, 1)
+    # the loop runs 4 times (0.3125 * 2.25 ** k < 4 until k = 4): a tangent scaled by 1.5 ** 4
+    for f in (by_cond, by_call):
+        close(ad.jvp(lambda x, f=f: f(x, 1), (x,), (xp.ones_like(x),))[1], 2 * 1.5 ** 4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_linearize_runs_a_while_loop_forward_and_its_transpose_names_scan(device):
     """linearize of a loop whose tangent is live: its linear function runs forward (the joint
     loop, as jvp), vjp gives the values and raises only when pulled back; a compiled function
