@@ -26,7 +26,7 @@ def test_cli_loop_new_verify_promote_list_show_revoke(tmp_path, capsys):
     for name in ("kernel.py", "metadata.json"):
         (d / name).write_bytes((EXAMPLE / name).read_bytes())
     assert main(["promote", str(d)]) == 0
-    kid = "numpy_reduce_max_numpy-cpu_float32_8192x32_v1"
+    kid = "numba_reduce_max_numpy-cpu_float32_8192x32_v1"
     assert f"promoted {kid}" in capsys.readouterr().out
     assert json.loads((d / "promotion.json").read_text())["id"] == kid
     assert main(["list"]) == 0 and kid in capsys.readouterr().out

@@ -22,5 +22,5 @@ def test_example_promotes_and_runs_eagerly_and_compiled(monkeypatch, capsys):
     assert "default: promoted-kernel calls during one eager and one compiled call: 0" in out
     assert "promoted: promoted-kernel calls during one eager and one compiled call: 2" in out
     [entry] = registry.entries()
-    assert entry["id"] == "numpy_reduce_max_numpy-cpu_float32_8192x32_v1"
+    assert entry["id"] == "numba_reduce_max_numpy-cpu_float32_8192x32_v1"
     assert entry["statistics"][0]["ci_low"] >= 1.10

@@ -53,7 +53,7 @@ def test_round_trip_promote_dispatch_revoke(promoted, monkeypatch, example_gates
     monkeypatch.setenv("TENFERRO_FORGE_COUNT", "1")
     d = example_gates[0]
     kid = promoted["id"]
-    assert kid == "numpy_reduce_max_numpy-cpu_float32_8192x32_v1"
+    assert kid == "numba_reduce_max_numpy-cpu_float32_8192x32_v1"
     record = json.loads((d / "promotion.json").read_text())
     assert record["id"] == kid and record["source_hash"] == promoted["source_hash"]
     entry = registry.show(kid)
