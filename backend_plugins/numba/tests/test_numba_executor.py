@@ -108,26 +108,32 @@ def test_generated_sources_load_once_and_stay_in_the_cache_folder():
 
 
 def test_torch_cpu_runs_large_groups_generated_on_its_tensors():
-    """torch:cpu tensors passed by address (no copies): a large group generated, with the torch
-    plan's bits, on contiguous tensors, views into a larger buffer (a storage offset) and
-    non-contiguous views (copied first); a small group and a short SGD-like update keep
-    torch's own kernels."""
+    """torch:cpu tensors passed by address (no copies): a large group generated on contiguous
+    tensors, views into a larger buffer (a storage offset) and non-contiguous views (copied
+    first), with the NumPy plan's bits (exactly rounded sqrt) and within an ulp of the torch
+    plan's (torch.sqrt is not exactly rounded on every CPU); a small group and a short
+    SGD-like update keep torch's own kernels."""
     torch = pytest.importorskip("torch")
-    args = [xp.asarray(a.numpy(), device="torch:cpu") for a in _args(shape=(512, 512))]
+    host = _args(shape=(512, 512))
+    args = [xp.asarray(a.numpy(), device="torch:cpu") for a in host]
     fast, plain = compile(adam), compile(adam, backend="plan")
+    want = [w.numpy() for w in plain(*host)]
     assert _kind(fast, *args) == "numba"
-    for a, b in zip(fast(*args), plain(*args)):
-        assert isinstance(a._buf, torch.Tensor)
-        assert a.numpy().tobytes() == b.numpy().tobytes()
+
+    def check(got, on_torch):
+        for a, b, w in zip(got, on_torch, want):
+            assert isinstance(a._buf, torch.Tensor)
+            assert a.numpy().tobytes() == w.tobytes()
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2.5e-7, atol=1e-9)  # an ulp of a step
+
+    check(fast(*args), plain(*args))
     strided = [xp.asarray(a.numpy().T.copy(), device="torch:cpu") for a in args[:4]]
     strided = [xp.permute_dims(a, (1, 0)) for a in strided] + [args[4]]  # non-contiguous views
-    for a, b in zip(fast(*strided), plain(*strided)):
-        assert a.numpy().tobytes() == b.numpy().tobytes()
+    check(fast(*strided), plain(*strided))
     offset = [xp.asarray(np.concatenate([a.numpy()[:3], a.numpy()]), device="torch:cpu")[3:]
               for a in args[:4]] + [args[4]]
     assert all(a._buf.storage_offset() == 3 * 512 and a._buf.is_contiguous() for a in offset[:4])
-    for a, b in zip(fast(*offset), plain(*offset)):
-        assert a.numpy().tobytes() == b.numpy().tobytes()
+    check(fast(*offset), plain(*offset))
     small = [xp.asarray(a.numpy(), device="torch:cpu") for a in _args()]
     assert _kind(compile(adam), *small) == "plan"
     assert _kind(compile(lambda p, g: p - 1e-3 * g), *args[:2]) == "plan"
