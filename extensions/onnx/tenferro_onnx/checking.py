@@ -184,7 +184,10 @@ def run(model: Any, inputs: list[np.ndarray], engine: str) -> list[np.ndarray]:
         if engine == "reference":
             from onnx.reference import ReferenceEvaluator
 
-            return [np.asarray(o) for o in ReferenceEvaluator(model).run(None, feeds)]
+            from .reference_ops import loop_op
+
+            evaluator = ReferenceEvaluator(model, new_ops=[loop_op()])
+            return [np.asarray(o) for o in evaluator.run(None, feeds)]
     except Exception as err:
         raise EngineError(f"{engine} could not run the model: {type(err).__name__}: {err}") from err
     raise OnnxError(f"check: unknown engine {engine!r}; use one of {ENGINES}")

@@ -148,6 +148,19 @@ def test_cond_switch_while_fori_scan() -> None:
     _check(lambda x, xs: lax.scan(step, x, xs[:0]), x, xs)
 
 
+@pytest.mark.parametrize("engine", ["onnxruntime", "reference"])
+@pytest.mark.parametrize("element", [(), (3,), (2, 3), (0, 2)])
+@pytest.mark.parametrize("length", [0, 1, 4])
+def test_scan_outputs_stack_on_a_new_axis(engine: str, element: tuple, length: int) -> None:
+    """A scan's ys of every rank (a Loop's scan outputs), also 0-size and after zero trips, on
+    onnxruntime and on the reference evaluator (whose Loop tenferro-onnx corrects: it gave
+    (N, 1) for scalars and (N * k, ...) for rank 2)."""
+    def f(c: Any, xs: Any) -> Any:
+        return lax.scan(lambda c, x: (c * 0.5 + x, xp.sin(c) + x), c, xs)
+
+    _check(f, _rand(*element), _rand(length, *element), engine=engine)
+
+
 def test_nested_control_flow() -> None:
     def f(x: Any) -> Any:
         def body(k: Any, v: Any) -> Any:
