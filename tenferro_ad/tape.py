@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from tenferro_core.errors import ArgumentError, DTypeError, TenferroError
+from tenferro_core.errors import ArgumentError, DTypeError, MissingRuleError, TenferroError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime import tracing
 from tenferro_runtime.eager import params_key
@@ -277,7 +277,10 @@ def _tangent_outputs(prim: Any, args: tuple, params: dict, live: dict) -> tuple:
     except TypeError:  # an unhashable param: assume every output carries a tangent
         return (True,) * len(_as_list(prim.abstract_eval(avals, params)))
     cache = avals[0].device.runtime.caches.get("tape_tangents", 4096)
-    return cache.get_or_build(key, _build_tangent_outputs, prim, avals, params, is_live)
+    try:
+        return cache.get_or_build(key, _build_tangent_outputs, prim, avals, params, is_live)
+    except MissingRuleError:  # an op inside without a rule: raised by `gradient` if reached
+        return (True,) * len(_as_list(prim.abstract_eval(avals, params)))
 
 
 def _build_tangent_outputs(prim: Any, avals: tuple, params: dict, is_live: tuple) -> tuple:

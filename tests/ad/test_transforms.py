@@ -8,7 +8,7 @@ import pytest
 import tenferro_ad as ad
 from tenferro_core import define_op
 from tenferro_core.errors import ArgumentError, DTypeError, MissingRuleError, ShapeError, TenferroError
-from tenferro_runtime import Runtime, use_runtime
+from tenferro_runtime import Runtime, compile, use_runtime
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.graph import eval_graph, trace
 
@@ -186,6 +186,7 @@ def test_bad_input_errors():
 
 
 def test_missing_rule_names_the_extension_op():
+    import tenferro_ad.plugin as ad_plugin
     import tenferro_numpy.plugin as numpy_plugin
     from tenferro_core.plugins import hookimpl
 
@@ -203,6 +204,16 @@ def test_missing_rule_names_the_extension_op():
         x = t([1.0])
         with pytest.raises(MissingRuleError, match=r"mypkg\.twice\.v1.*add_rule"):
             ad.grad(lambda y: xp.sum(op.bind(y)))(x)
+    with use_runtime(Runtime([numpy_plugin, ad_plugin, Plugin()])):
+        x = t([1.0])
+        both = compile(lambda y: (op.bind(y), op.bind(y)))
+        with ad.GradientTape() as tape:  # a compiled call recorded: its forward pass runs
+            tape.watch(x)
+            a, b = both(x)
+            loss = xp.sum(a)
+        np.testing.assert_array_equal(a.numpy(), [2.0])
+        with pytest.raises(MissingRuleError, match=r"mypkg\.twice\.v1.*add_rule"):
+            tape.gradient(loss, x)
 
 
 def test_linearize_and_transpose_are_printable_graph_transforms():
