@@ -142,7 +142,8 @@ def _lin_transpose(cts: tuple, *ops: Any, fn: RematCallee, nonzero: tuple) -> tu
     from .api import _vjp_flat
 
     xs, ss, _ = _split_ops(ops, fn)
-    cts = [instantiate(c) for c in cts]
+    reached = [not is_zero(c) for c in cts]  # the others (and what only they need) are left out:
+    cts = [c for c in cts if not is_zero(c)]  # a while loop there is not transposed
     known = [*xs, *ss]
     held = remat_barrier_p.bind(*known, *cts, n=len(known))
     xb, sb = list(held[:len(xs)]), dict(zip(fn.saved, held[len(xs):]))
@@ -153,7 +154,8 @@ def _lin_transpose(cts: tuple, *ops: Any, fn: RematCallee, nonzero: tuple) -> tu
         for i, d in zip(positions, diff):
             ins[i] = d
         jt = diff[0]._trace if diff and isinstance(diff[0], JVPTracer) else None
-        return _floats(fn.graph, _eval_saving(fn.graph, ins, sb, jt))
+        outs = _floats(fn.graph, _eval_saving(fn.graph, ins, sb, jt))
+        return [o for o, r in zip(outs, reached) if r]
 
     _, vjp_fn = _vjp_flat(recompute, [xb[i] for i in positions])
     in_cts = vjp_fn(cts)

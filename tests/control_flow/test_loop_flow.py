@@ -159,10 +159,11 @@ def test_grad_where_a_loop_reads_only_results_without_tangents(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_grad_of_a_cond_or_call_holding_a_while_loop_through_its_loop_free_results(device):
-    """A branch, compiled function or scan body returns a loop's result and a result without it:
-    reverse mode through the second gives the gradient on every route (the loop's primal
-    results are recomputed on the primal side, as JAX's partial evaluation does), through
-    the first it is the while-loop error, and forward mode runs the loop once."""
+    """A branch, compiled or checkpointed function or scan body returns a loop's result and a
+    result without it: reverse mode through the second gives the gradient on every route
+    (the loop's primal results are recomputed on the primal side, as JAX's partial
+    evaluation does), through the first it is the while-loop error, and forward mode runs
+    the loop once."""
     x = xp.asarray([0.5, 0.25], device=device)
 
     def body(x):
@@ -176,11 +177,16 @@ def test_grad_of_a_cond_or_call_holding_a_while_loop_through_its_loop_free_resul
     def by_call(x, k):
         return xp.sum(step(x)[k])
 
+    remat = ad.checkpoint(body)
+
+    def by_checkpoint(x, k):
+        return xp.sum(remat(x)[k])
+
     def by_scan(x, k):
         out = lax.scan(lambda c, a: body(c * a), x, xp.asarray([1.0, 0.5, 1.0], device=device))
         return xp.sum(out[k])
 
-    for f, want in ((by_cond, 2.0), (by_call, 2.0), (by_scan, 4.0)):
+    for f, want in ((by_cond, 2.0), (by_call, 2.0), (by_checkpoint, 2.0), (by_scan, 4.0)):
         routes = (ad.grad(f), compile(ad.grad(f), static_argnums=1),
                   lambda x, k, f=f: ad.vmap(ad.grad(f), in_axes=(0, None))(x[None], k)[0],
                   lambda x, k, f=f: ad.vjp(lambda x: f(x, k), x)[1](xp.asarray(1.0, device=device))[0])
