@@ -194,6 +194,7 @@ def test_grad_of_a_cond_or_call_holding_a_while_loop_through_its_loop_free_resul
             close(route(x, 0), [want, want])
             with pytest.raises(MissingRuleError, match=r"while_loop.*scan"):
                 route(x, 1)
+        check_grads(lambda x, f=f: f(xp.sin(x), 0) ** 2, (x,), order=2, atol=1e-5, rtol=1e-5)
     # the loop runs 4 times (0.3125 * 2.25 ** k < 4 until k = 4): a tangent scaled by 1.5 ** 4
     for f in (by_cond, by_call):
         close(ad.jvp(lambda x, f=f: f(x, 1), (x,), (xp.ones_like(x),))[1], 2 * 1.5 ** 4)
