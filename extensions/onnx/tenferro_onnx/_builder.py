@@ -252,6 +252,15 @@ class Builder:
         """The one value `name` repeats, where known (a constant fill), else None."""
         return self.root.scalars.get(name)
 
+    def constant_value(self, name: str) -> np.ndarray | None:
+        """The value of `name` where it is an initializer, else None."""
+        from onnx import numpy_helper
+
+        for t in self.root.initializers:
+            if t.name == name:
+                return numpy_helper.to_array(t)
+        return None
+
     def cast(self, x: str, dtype: Any) -> str:
         return self.op("Cast", [x], to=onnx_dtype(dtype))
 

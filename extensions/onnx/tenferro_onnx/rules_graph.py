@@ -52,6 +52,10 @@ def cond(b: Builder, node: Any, ins: list[str]) -> list[str]:
     branches = node.params["branches"]
     index, ops = ins[0], ins[1:]
     avals = _out_avals(node)
+    known = b.constant_value(index)
+    if known is not None:  # the branch itself: onnxruntime 1.32 crashed folding a constant If
+        g = branches[min(max(int(known), 0), len(branches) - 1)].graph  # whose branch held loops
+        return lower_graph(b, g, dict(zip(g.inputs, ops)))
 
     def chain(sb: Builder, k: int) -> tuple[list[str], list]:
         g = branches[k].graph

@@ -161,6 +161,21 @@ def test_scan_outputs_stack_on_a_new_axis(engine: str, element: tuple, length: i
     _check(f, _rand(*element), _rand(length, *element), engine=engine)
 
 
+def test_a_constant_switch_index_exports_the_branch_itself() -> None:
+    """A `switch` on a constant index is the chosen branch, with no If: onnxruntime 1.32
+    crashed (a segfault) folding nested constant Ifs whose branches held Loops."""
+    xs = _rand(3, 4)
+
+    def scan_branch(k: float) -> Any:
+        return lambda v: lax.scan(lambda c, x: (c * 0.5 + x * k, c), v, xs)[0]
+
+    branches = [scan_branch(1.0), scan_branch(2.0), lambda v: v * 3.0, scan_branch(4.0)]
+    for k in (-1, 1, 2, 3, 9):
+        index = xp.asarray(np.int32(k))
+        model = _check(lambda x, index=index: lax.switch(index, branches, x), _rand(4))
+        assert all(n.op_type != "If" for n in model.graph.node)
+
+
 def test_nested_control_flow() -> None:
     def f(x: Any) -> Any:
         def body(k: Any, v: Any) -> Any:
