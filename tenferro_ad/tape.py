@@ -113,7 +113,7 @@ class GradientTape(tracing.Observer):
                     return  # those ops are differentiated
                 break  # the op's own rules: its record takes the cotangents first
         self._records.append((prim, args, params, outs))
-        carries = _tangent_outputs(prim, args, params, live) if _holds_graphs(prim) else None
+        carries = _tangent_outputs(prim, args, params, live, len(outs)) if _holds_graphs(prim) else None
         for k, o in enumerate(outs):
             if isinstance(o, Tensor) and o._aval.dtype.kind in "fc" and (carries is None or carries[k]):
                 live[id(o)] = o
@@ -265,7 +265,7 @@ def _holds_graphs(prim: Any) -> bool:
     return isinstance(prim, GraphPrimitive) or hasattr(prim, "subgraphs")
 
 
-def _tangent_outputs(prim: Any, args: tuple, params: dict, live: dict) -> tuple:
+def _tangent_outputs(prim: Any, args: tuple, params: dict, live: dict, n_out: int) -> tuple:
     """Per output of a graph-holding op, whether its JVP gives it a tangent that is not
     structurally zero (a scan's output computed by floor, a branch's constant), cached per
     signature: the tape then holds the others fixed, as the traced routes do, so a loop
@@ -275,30 +275,34 @@ def _tangent_outputs(prim: Any, args: tuple, params: dict, live: dict) -> tuple:
     try:
         key = (prim, avals, is_live, *params_key(prim, params))
     except TypeError:  # an unhashable param: assume every output carries a tangent
-        return (True,) * len(_as_list(prim.abstract_eval(avals, params)))
+        return (True,) * n_out
     cache = avals[0].device.runtime.caches.get("tape_tangents", 4096)
     try:
         return cache.get_or_build(key, _build_tangent_outputs, prim, avals, params, is_live)
     except MissingRuleError:  # an op inside without a rule: raised by `gradient` if reached
-        return (True,) * len(_as_list(prim.abstract_eval(avals, params)))
+        return (True,) * n_out
 
 
 def _build_tangent_outputs(prim: Any, avals: tuple, params: dict, is_live: tuple) -> tuple:
     carries: list[bool] = []
 
     def jvp_of_call(*primals: Any) -> list:
-        def call(live_ins: list) -> list:
-            it = iter(live_ins)
-            return _as_list(prim.bind(*[next(it) if on else p for p, on in zip(primals, is_live)],
-                                      **params))
-
         ins = [p for p, on in zip(primals, is_live) if on]
-        _, tangents = _jvp_flat(call, ins, list(ins))
+        _, tangents = _jvp_flat(_bound_on_live(prim, params, primals, is_live), ins, list(ins))
         carries[:] = [not is_zero(t) for t in tangents]
         return [t for t in tangents if not is_zero(t)]
 
     trace(jvp_of_call, *avals)
     return tuple(carries)
+
+
+def _bound_on_live(prim: Any, params: dict, primals: tuple, live: tuple) -> Any:
+    """`prim` bound as a function of its `live` operands (the others held at `primals`),
+    its results as a list: what a record's JVP and VJP differentiate."""
+    def call(live_ins: list) -> list:
+        it = iter(live_ins)
+        return _as_list(prim.bind(*[next(it) if on else p for p, on in zip(primals, live)], **params))
+    return call
 
 
 def _as_list(out: Any) -> list:
@@ -336,11 +340,7 @@ def _build_vjp_graph(prim: Any, avals: tuple, params: dict, out_avals: tuple, li
         primals, given = primals_and_cts[:n], iter(primals_and_cts[n:])
         cts = [next(given) if has else Zero(a) for a, has in zip(out_avals, has_ct)]
 
-        def call(live_ins: list) -> list:
-            it = iter(live_ins)
-            ins = [next(it) if is_live else p for p, is_live in zip(primals, live)]
-            return _as_list(prim.bind(*ins, **params))
-
+        call = _bound_on_live(prim, params, primals, live)
         _, linear = _linearize_flat(call, [p for p, is_live in zip(primals, live) if is_live])
         in_cts = backward_pass(linear, list(cts))
         zero[:] = [is_zero(c) for c in in_cts]
