@@ -8,6 +8,7 @@ Every check runs before any tensor is dequantized or converted, so a bad file ra
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -101,11 +102,30 @@ def _check_shapes(cfg: ModelConfig, shapes: Mapping[str, tuple[int, ...]], where
 # ----------------------------------------------------------------------------- GGUF
 
 
+@functools.cache
+def _reader_class() -> type:
+    """``gguf.GGUFReader`` parsing through a plain ndarray view of its mapped file: sliced as
+    ``np.memmap``, each of the ~250,000 small reads of a 49,152-token vocabulary paid memmap's
+    bookkeeping (SmolLM2's header: 3.3-3.9 s -> 1.0-1.2 s). Same fields and tensors."""
+    import gguf
+
+    class Reader(gguf.GGUFReader):
+        def _get(self, offset: int, dtype: Any, count: int = 1,
+                 override_order: Any = None) -> np.ndarray:
+            plain = self.__dict__.get("_plain")
+            if plain is None:
+                plain = self._plain = self.data.view(np.ndarray)
+            count, dt = int(count), np.dtype(dtype)
+            arr = plain[offset:offset + dt.itemsize * count].view(dt)[:count]
+            order = self.byte_order if override_order is None else override_order
+            return arr.view(arr.dtype.newbyteorder(order))
+
+    return Reader
+
+
 def read_gguf(path: str | os.PathLike[str]) -> Any:
     """Open a GGUF file with ``gguf.GGUFReader``, turning a missing, non-GGUF or truncated
     file into ``ModelFileError``. Returns the reader (shared by config, weights, tokenizer)."""
-    import gguf
-
     p = Path(path)
     if not p.is_file():
         raise ModelFileError(f"GGUF file {str(p)!r} does not exist: expected a path to a .gguf "
@@ -116,7 +136,7 @@ def read_gguf(path: str | os.PathLike[str]) -> Any:
         raise ModelFileError(f"{str(p)!r} is not a GGUF file: expected the magic b'GGUF', got "
                              f"{magic!r}; pass a .gguf file (or use load_safetensors)")
     try:
-        reader = gguf.GGUFReader(p)
+        reader = _reader_class()(p)
     except Exception as e:  # the reader raises ValueError/IndexError/struct errors on bad bytes
         raise ModelFileError(f"GGUF file {str(p)!r} cannot be parsed ({type(e).__name__}: {e}); "
                              f"it is probably truncated or corrupt: download it again") from e

@@ -148,6 +148,37 @@ def test_gguf_round_trip(tmp_path_factory: pytest.TempPathFactory, qtype: QT, ti
             assert np.array_equal(b, ref), name
 
 
+def test_gguf_reader_parses_as_gguf_does(tmp_path: Path) -> None:
+    """read_gguf's reader (plain-array parsing) yields gguf.GGUFReader's fields and tensors,
+    string arrays (a vocabulary) and quantized tensors included."""
+    cfg = tiny_llama_config(intermediate_size=64)
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
+    w.add_token_list([f"t{i}\u00e9" for i in range(40)])
+    w.add_token_scores([float(i) / 3 for i in range(40)])
+    w.add_array("test.ints", [7, -8, 9])
+    w.add_bool("test.flag", True)
+    for i, (name, a) in enumerate(random_weights(cfg).items()):
+        w.add_tensor(W.gguf_name(name), gguf.quants.quantize(a, QT.Q8_0) if i % 2 and
+                     a.ndim == 2 else a, raw_dtype=QT.Q8_0 if i % 2 and a.ndim == 2 else None)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    ours, ref = W.read_gguf(tmp_path / "m.gguf"), gguf.GGUFReader(tmp_path / "m.gguf")
+    assert list(ours.fields) == list(ref.fields) and len(ref.fields) > 4
+    for k, f in ref.fields.items():
+        g = ours.fields[k]
+        assert (g.offset, g.types, g.data) == (f.offset, f.types, f.data), k
+        assert [p.dtype for p in g.parts] == [p.dtype for p in f.parts], k
+        assert all(np.array_equal(a, b) for a, b in zip(g.parts, f.parts, strict=True)), k
+        assert g.contents() == f.contents(), k
+    assert [t.name for t in ours.tensors] == [t.name for t in ref.tensors]
+    for g, f in zip(ours.tensors, ref.tensors, strict=True):
+        assert (g.tensor_type, g.data_offset, g.n_bytes) == (f.tensor_type, f.data_offset,
+                                                            f.n_bytes)
+        assert g.data.dtype == f.data.dtype and np.array_equal(g.data, f.data), g.name
+
+
 def test_gguf_config_from_metadata(tmp_path: Path) -> None:
     cfg = tiny_llama_config(intermediate_size=64, rope_theta=50000.0, norm_eps=1e-6,
                             max_position=333, tie_embeddings=False, name="tiny")
