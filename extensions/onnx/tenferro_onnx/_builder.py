@@ -51,7 +51,7 @@ class Builder:
         if root is None:
             self.counts: dict[str, int] = {}
             self.taken: set[str] = set()
-            self.initializers: list[Any] = []
+            self.initializers: dict[str, np.ndarray] = {}  # name -> C-contiguous value
             self.const_names: dict[tuple, str] = {}
             # dynamic axes: sentinel size -> (axis label, the name of its runtime size, int64 [1])
             self.dims: dict[int, tuple[str, str]] = {}
@@ -159,8 +159,6 @@ class Builder:
 
     def const(self, value: Any, dtype: Any = None, hint: str = "const") -> str:
         """An initializer holding `value` (deduplicated by dtype, shape and bytes)."""
-        from onnx import numpy_helper
-
         arr = np.asarray(value, dtype=None if dtype is None else np_dtype(dtype))
         if self.root.dims and arr.ndim:
             self.check_static(arr.shape, "a constant")
@@ -169,17 +167,15 @@ class Builder:
         hit = r.const_names.get(key)
         if hit is None:
             hit = r.const_names[key] = self.fresh(hint)
-            r.initializers.append(numpy_helper.from_array(np.array(arr, order="C"), hit))
+            r.initializers[hit] = np.array(arr, order="C")
             r.types[hit] = _np_name(arr.dtype)
             r.small.add(hit)
         return hit
 
     def named_const(self, arr: np.ndarray, name: str) -> str:
         """An initializer under a chosen name (a module parameter's path)."""
-        from onnx import numpy_helper
-
         name = self.reserve(name)
-        self.root.initializers.append(numpy_helper.from_array(np.array(arr, order="C"), name))
+        self.root.initializers[name] = np.ascontiguousarray(arr)
         self.root.types[name] = _np_name(arr.dtype)
         return name
 
@@ -254,12 +250,7 @@ class Builder:
 
     def constant_value(self, name: str) -> np.ndarray | None:
         """The value of `name` where it is an initializer, else None."""
-        from onnx import numpy_helper
-
-        for t in self.root.initializers:
-            if t.name == name:
-                return numpy_helper.to_array(t)
-        return None
+        return self.root.initializers.get(name)
 
     def cast(self, x: str, dtype: Any) -> str:
         return self.op("Cast", [x], to=onnx_dtype(dtype))

@@ -199,6 +199,7 @@ def export(fn: Any, *example_args: Any, opset: int | None = None,
 
 def build_model(graph: Any, opset: int, in_names: list[str], out_names: list[str],
                 params: list[tuple[str, Any]], labels: dict[str, int], name: str) -> Any:
+    import onnx
     from onnx import helper
 
     from . import __version__
@@ -234,18 +235,36 @@ def build_model(graph: Any, opset: int, in_names: list[str], out_names: list[str
     out_avals = [v.aval for v in graph.outputs]
     b.nodes = prune(b.nodes, out_names)
     read = set().union(*(_reads(n) for n in b.nodes)) if b.nodes else set()
-    inits = [t for t in b.initializers if t.name in read]
-    g = helper.make_graph(b.nodes, name, [vi(n, v.aval) for n, v in zip(in_names, inputs)],
-                          [vi(n, a) for n, a in zip(out_names, out_avals)], initializer=inits)
-    _label_subgraphs(g, label_of)
     ops = [helper.make_opsetid("", opset)]
-    model = helper.make_model(g, opset_imports=ops, producer_name="tenferro-onnx",
-                              producer_version=__version__, ir_version=helper.find_min_ir_version_for(ops))
+    # built in place: make_graph and make_model copy every initializer (twice 538 MB, 4.5 s,
+    # for SmolLM2-135M)
+    model = onnx.ModelProto(ir_version=helper.find_min_ir_version_for(ops),
+                            producer_name="tenferro-onnx", producer_version=__version__,
+                            opset_import=ops)
+    g = model.graph
+    g.name = name
+    g.node.extend(b.nodes)
+    g.input.extend(vi(n, v.aval) for n, v in zip(in_names, inputs))
+    g.output.extend(vi(n, a) for n, a in zip(out_names, out_avals))
+    for n, arr in b.initializers.items():
+        if n in read:
+            _fill_tensor(g.initializer.add(), n, arr)
+    _label_subgraphs(g, label_of)
     named = zip([*in_names, *out_names], [*inputs, *graph.outputs])
     pairs = [n for n, v in named if v.aval.dtype.kind == "c"]
     if pairs:  # so that import_model can take complex arguments for them
         helper.set_model_props(model, {COMPLEX_PAIRS: ",".join(pairs)})
     return model
+
+
+def _fill_tensor(t: Any, name: str, arr: np.ndarray) -> None:
+    """Write `arr` into the empty TensorProto `t` as raw little-endian bytes (one copy)."""
+    from onnx import helper
+
+    t.name = name
+    t.data_type = helper.np_dtype_to_tensor_dtype(arr.dtype)
+    t.dims.extend(arr.shape)
+    t.raw_data = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
 COMPLEX_PAIRS = "tenferro.complex_pairs"
