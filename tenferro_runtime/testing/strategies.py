@@ -11,6 +11,7 @@ buffer (built with the backend's own transpose, slice and reverse).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ class Domain:
 DEFAULT = Domain()
 
 
+@functools.cache
 def shapes(min_rank: int = 0, max_rank: int = 4, min_side: int = 0, max_side: int = 4):
     """Small shapes, biased toward edge sizes (0 and 1)."""
     sides = sorted({s for s in SIDES if min_side <= s <= max_side}, key=SIDES.index)
@@ -112,6 +114,7 @@ def _complex_elements(dtype: DType, dom: Domain):
     return out, out
 
 
+@functools.cache
 def elements(dtype: DType, dom: Domain = DEFAULT):
     """(element strategy, plain background strategy) for a dtype and domain."""
     if dtype.kind == "b":
@@ -123,6 +126,7 @@ def elements(dtype: DType, dom: Domain = DEFAULT):
     return _complex_elements(dtype, dom)
 
 
+@functools.cache
 def arrays(dtype: DType, shape: tuple[int, ...], dom: Domain = DEFAULT):
     """Host arrays of `dtype` and `shape`; specials appear only at explicitly drawn places."""
     elems, background = elements(dtype, dom)
@@ -192,8 +196,16 @@ def junk(npd: np.dtype) -> Any:
     return True
 
 
+@functools.cache
+def layouts(shape: tuple[int, ...]) -> Any:
+    """A contiguous or non-contiguous presentation of an operand of `shape` (one strategy
+    object per shape, as `arrays` and `shapes`: hypothesis works out a new strategy's
+    properties on its first draw, which cost more than the draw itself)."""
+    return _layouts(shape)
+
+
 @st.composite
-def layouts(draw, shape: tuple[int, ...]) -> Layout:
+def _layouts(draw, shape: tuple[int, ...]) -> Layout:
     """A contiguous or non-contiguous presentation of an operand of `shape`."""
     nd = len(shape)
     if nd == 0:
