@@ -9,6 +9,7 @@ may differ in the last bits (`ULPS`: how many units, per function, off numpy:cpu
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import ml_dtypes
@@ -95,6 +96,7 @@ def ulps_for(name: str, operands: Any, result: Any) -> int:
     return 0 if name in COMPLEX_ONLY else ULPS.get(name, 0)
 
 
+@functools.cache  # one strategy object per arguments: a new one works out its properties
 def elements(dtype: Any, **kw: Any) -> st.SearchStrategy:
     """`hnp.from_dtype(dtype, **kw)`; for bfloat16, float32 values rounded to bfloat16."""
     dt = np.dtype(dtype)
@@ -103,12 +105,37 @@ def elements(dtype: Any, **kw: Any) -> st.SearchStrategy:
     return hnp.from_dtype(dt, **kw)
 
 
+@functools.cache
 def arrays(dtype: Any, shape: Any, *, elems: st.SearchStrategy | None = None) -> st.SearchStrategy:
     """`hnp.arrays`, bfloat16 included."""
     dt = np.dtype(dtype)
     if elems is None and dt == BF16:
         elems = elements(dt)
     return hnp.arrays(dt, shape, elements=elems)
+
+
+@functools.cache
+def _array_shapes(min_dims: int, max_dims: int, min_side: int, max_side: int) -> Any:
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side,
+                            max_side=max_side)
+
+
+@functools.cache
+def host_arrays(dtype: Any, elems: st.SearchStrategy, *, shape: tuple[int, ...] | None = None,
+                min_dims: int = 0, max_dims: int = 3, min_side: int = 0,
+                max_side: int = 4) -> st.SearchStrategy:
+    """NumPy arrays of `dtype` from `elems` (of `shape`, else of a drawn shape), half of them
+    a non-contiguous view (``base[::2].T``)."""
+
+    @st.composite
+    def draw_array(draw: Any) -> np.ndarray:
+        s = draw(_array_shapes(min_dims, max_dims, min_side, max_side)) if shape is None else shape
+        if s and draw(st.booleans()):
+            rev = s[::-1]
+            return draw(arrays(dtype, (2 * rev[0],) + rev[1:], elems=elems))[::2].T
+        return draw(arrays(dtype, s, elems=elems))
+
+    return draw_array()
 
 
 def finfo(dtype: Any) -> Any:

@@ -3,10 +3,12 @@ device holds (bfloat16 on torch:cpu)."""
 
 from __future__ import annotations
 
+import functools
+
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
-from device_support import BF16, as_f32, assert_equal, on_device
+from device_support import BF16, as_f32, assert_equal, host_arrays, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,6 +20,7 @@ REAL = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np
 ALL = REAL + [np.complex64, np.complex128]
 
 
+@functools.cache
 def _elements(dtype, nan=True):
     dt = np.dtype(dtype)
     if dt.kind == "f" or dt == BF16:  # few values: ties, signed zeros, infinities, NaN
@@ -30,16 +33,10 @@ def _elements(dtype, nan=True):
     return hnp.from_dtype(dt)
 
 
-@st.composite
-def arrays(draw, dtype, *, shape=None, min_dims=0, min_side=0, nan=True):
+def arrays(dtype, *, shape=None, min_dims=0, min_side=0, nan=True):
     """A NumPy array, sometimes a non-contiguous view (``base[::2].T``)."""
-    if shape is None:
-        shape = draw(hnp.array_shapes(min_dims=min_dims, max_dims=3, min_side=min_side, max_side=4))
-    elements = _elements(dtype, nan)
-    if shape and draw(st.booleans()):
-        rev = shape[::-1]
-        return draw(hnp.arrays(dtype, (2 * rev[0],) + rev[1:], elements=elements))[::2].T
-    return draw(hnp.arrays(dtype, shape, elements=elements))
+    return host_arrays(dtype, _elements(dtype, nan), shape=shape, min_dims=min_dims,
+                       min_side=min_side)
 
 
 # ---- argmax / argmin -------------------------------------------------------------

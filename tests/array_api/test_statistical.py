@@ -3,12 +3,13 @@ in every dtype the device holds (bfloat16 on torch:cpu)."""
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
-from device_support import BF16, as_f32, assert_equal, elements
+from device_support import BF16, as_f32, assert_equal, elements, host_arrays
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,6 +25,7 @@ NUMERIC = SIGNED + UNSIGNED + FLOAT + COMPLEX
 ALL = BOOL + NUMERIC
 
 
+@functools.cache
 def _elements(dtype, *, bound=10.0, nan=False):
     dt = np.dtype(dtype)
     if dt.kind == "f" or dt == BF16:
@@ -35,17 +37,10 @@ def _elements(dtype, *, bound=10.0, nan=False):
     return hnp.from_dtype(dt)
 
 
-@st.composite
-def arrays(draw, dtype, *, min_dims=0, max_dims=3, min_side=0, max_side=4, bound=10.0, nan=False):
+def arrays(dtype, *, min_dims=0, max_dims=3, min_side=0, max_side=4, bound=10.0, nan=False):
     """A NumPy array, sometimes a non-contiguous view (``base[::2].T``)."""
-    shape = draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side,
-                                  max_side=max_side))
-    elements = _elements(dtype, bound=bound, nan=nan)
-    if shape and draw(st.booleans()):
-        rev = shape[::-1]
-        base = draw(hnp.arrays(dtype, (2 * rev[0],) + rev[1:], elements=elements))
-        return base[::2].T
-    return draw(hnp.arrays(dtype, shape, elements=elements))
+    return host_arrays(dtype, _elements(dtype, bound=bound, nan=nan), min_dims=min_dims,
+                       max_dims=max_dims, min_side=min_side, max_side=max_side)
 
 
 @st.composite

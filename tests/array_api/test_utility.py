@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
-from device_support import BF16, assert_equal
+from device_support import BF16, assert_equal, host_arrays
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,6 +18,7 @@ ALL = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.
        np.float16, BF16, np.float32, np.float64, np.complex64, np.complex128]
 
 
+@functools.cache
 def _elements(dtype):
     dt = np.dtype(dtype)
     if dt.kind == "f" or dt == BF16:
@@ -25,14 +28,10 @@ def _elements(dtype):
     return hnp.from_dtype(dt) | st.just(dt.type(0))
 
 
-@st.composite
-def arrays(draw, dtype, *, min_dims=0, max_dims=3, max_side=4):
+def arrays(dtype, *, min_dims=0, max_dims=3, max_side=4):
     """A NumPy array, sometimes a non-contiguous view (``base[::2].T``)."""
-    shape = draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=0, max_side=max_side))
-    if shape and draw(st.booleans()):
-        rev = shape[::-1]
-        return draw(hnp.arrays(dtype, (2 * rev[0],) + rev[1:], elements=_elements(dtype)))[::2].T
-    return draw(hnp.arrays(dtype, shape, elements=_elements(dtype)))
+    return host_arrays(dtype, _elements(dtype), min_dims=min_dims, max_dims=max_dims,
+                       max_side=max_side)
 
 
 @st.composite
