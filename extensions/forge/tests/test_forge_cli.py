@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from forge_helpers import BENCH, EXAMPLE, FIXTURES, make_task
 from tenferro_forge import gates, registry
 from tenferro_forge.cli import main
@@ -52,15 +54,23 @@ def test_cli_errors_exit_2_with_the_reason(tmp_path, capsys):
 
 
 def test_same_candidate_twice_gives_overlapping_intervals(example_gates):
+    """Two benches of one candidate under the same load give overlapping intervals. The suite's
+    other worker changes the load of the two cores from one moment to the next (once the
+    baseline's median moved 494 -> 584 us and the speedup 2.9 -> 2.2), so two consecutive
+    benches are compared whose baselines' medians agree within 10%."""
     d, _, first = example_gates
-    second = gates.bench(d, calls=30, write=False)
-    a, b = first.details["shapes"][0], second.details["shapes"][0]
-    # the suite runs beside other tests on two cores, so the load differs from one run to the
-    # next by more than a quiet machine's drift (DRIFT_FLOOR): 2.04-... against ...-1.91 once
-    slack = 0.10
+    a = first.details["shapes"][0]
+    assert a["ci_low"] <= a["speedup"] <= a["ci_high"] and a["calls"] == 30
+    for _ in range(6):
+        b = gates.bench(d, calls=30, write=False).details["shapes"][0]
+        if abs(b["base_median_ns"] / a["base_median_ns"] - 1) <= 0.10:
+            break
+        a = b
+    else:
+        pytest.fail(f"no two consecutive benches ran under the same load: {a}, {b}")
+    slack = 0.10  # more than a quiet machine's drift (DRIFT_FLOOR)
     assert a["ci_low"] * (1 - slack) <= b["ci_high"] * (1 + slack), (a, b)
     assert b["ci_low"] * (1 - slack) <= a["ci_high"] * (1 + slack), (a, b)
-    assert a["ci_low"] <= a["speedup"] <= a["ci_high"] and a["calls"] == 30
     assert first.details["bandwidth"] > 0 and registry.bandwidth_cached() is not None
 
 
