@@ -39,7 +39,7 @@ def loop_op() -> type:
                     next(a for a in self.onnx_node.attribute if a.name == "body"))
                 empties = [_empty_stack(o) for o in graph.output[len(graph.output) - self.K:]]
                 return (*args, *empties)
-            self._trips = 0
+            self._trips, self._elements = 0, []  # a zero-trip loop without scan outputs
             outputs = list(super()._run(M, cond, *args, context=context, body=body, attributes=attributes,
                                         bindings=bindings))
             n = len(outputs) - self.K

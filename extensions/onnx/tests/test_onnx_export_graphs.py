@@ -161,6 +161,21 @@ def test_scan_outputs_stack_on_a_new_axis(engine: str, element: tuple, length: i
     _check(f, _rand(*element), _rand(length, *element), engine=engine)
 
 
+@pytest.mark.parametrize("engine", ["onnxruntime", "reference"])
+@pytest.mark.parametrize("start", [0, 2, 5, 9])
+def test_while_loops_of_zero_and_more_trips(engine: str, start: int) -> None:
+    """A while loop (a Loop without scan outputs) whose condition is false at once returns its
+    operands, also on the reference evaluator (whose corrected Loop read the stack shapes
+    only a run of the body records), alone and inside a cond branch."""
+    def loop(x: Any, i: Any) -> Any:
+        return lax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1] * 1.5 - 1.0), (i, x))
+
+    i = xp.asarray(np.int32(start))
+    _check(loop, _rand(3), i, engine=engine)
+    _check(lambda x, i: lax.cond(xp.sum(x) > -100.0, lambda v: loop(v, i)[1], lambda v: v, x),
+           _rand(3), i, engine=engine)
+
+
 def test_a_constant_switch_index_exports_the_branch_itself() -> None:
     """A `switch` on a constant index is the chosen branch, with no If: onnxruntime 1.32
     crashed (a segfault) folding nested constant Ifs whose branches held Loops."""
