@@ -184,9 +184,9 @@ def run(model: Any, inputs: list[np.ndarray], engine: str) -> list[np.ndarray]:
         if engine == "reference":
             from onnx.reference import ReferenceEvaluator
 
-            from .reference_ops import loop_op
+            from .reference_ops import conv_op, loop_op
 
-            evaluator = ReferenceEvaluator(model, new_ops=[loop_op()])
+            evaluator = ReferenceEvaluator(model, new_ops=[loop_op(), conv_op()])
             return [np.asarray(o) for o in evaluator.run(None, feeds)]
     except Exception as err:
         raise EngineError(f"{engine} could not run the model: {type(err).__name__}: {err}") from err

@@ -5,6 +5,10 @@ come out (N, 1) and values of rank 2 or more are concatenated, (N * k, ...), whe
 stacks them on a new leading axis, (N, ...), as onnxruntime does; a zero-trip loop fails.
 `Loop` here reshapes the stack to (trips, *element shape) and, after zero trips, gives empty
 stacks of the body's declared element shape and dtype.
+
+Its `Conv` with dilations > 1 inserts zeros between the kernel taps, so an input read only by
+those holes multiplies them (NaN * 0 is NaN) where a dilated convolution never reads it: `Conv`
+here gathers the dilated taps instead (onnx's own im2col takes dilations).
 """
 
 from __future__ import annotations
@@ -48,6 +52,31 @@ def loop_op() -> type:
             return tuple(outputs)
 
     return Loop
+
+
+def conv_op() -> type:
+    """The corrected `Conv` class (dilated kernels without inserted zeros)."""
+    from onnx.reference.ops.op_conv import Conv as ReferenceConv
+    from onnx.reference.ops.op_conv import im2col
+
+    class Conv(ReferenceConv):
+        def _run(self, X: Any, W: Any, B: Any = None, auto_pad: Any = None, dilations: Any = None,
+                 group: Any = None, kernel_shape: Any = None, pads: Any = None,
+                 strides: Any = None) -> Any:  # the signature is read
+            if not dilations or all(d == 1 for d in dilations) or auto_pad not in (None, "NOTSET"):
+                return super()._run(X, W, B, auto_pad, dilations, group, kernel_shape, pads, strides)
+            nd, group = len(dilations), group or 1
+            cols, out = im2col(X, W.shape[2:], pads or [0] * (2 * nd), strides or [1] * nd,
+                               dilations)
+            k = int(np.prod(W.shape[1:]))
+            y = W.reshape(group, W.shape[0] // group, k) @ cols.reshape(group, k, cols.shape[1])
+            y = y.reshape(group, W.shape[0] // group, X.shape[0], *out)
+            y = y.transpose(2, 0, 1, *range(3, y.ndim)).reshape(X.shape[0], W.shape[0], *out)
+            if B is not None:
+                y = y + B.reshape(-1, *[1] * nd)
+            return (y.astype(X.dtype),)
+
+    return Conv
 
 
 def _empty_stack(value_info: Any) -> np.ndarray:

@@ -176,6 +176,30 @@ def test_while_loops_of_zero_and_more_trips(engine: str, start: int) -> None:
            _rand(3), i, engine=engine)
 
 
+@pytest.mark.parametrize("engine", ["onnxruntime", "reference"])
+@pytest.mark.parametrize("dilation, stride, padding, groups", [
+    (2, 2, (2, 1), 1), (2, 2, (1, 2), 1), (3, 1, (0, 0), 1), (2, 2, (0, 3), 2), (1, 2, (1, 1), 1)])
+def test_dilated_convolutions_read_only_their_taps(engine: str, dilation: int, stride: int,
+                                                   padding: tuple, groups: int) -> None:
+    """A dilated convolution never reads the inputs between its taps: a NaN there stays out of
+    the result, on onnxruntime and on the reference evaluator (whose Conv multiplied zeros
+    inserted in the kernel by them; tenferro-onnx corrects it). Float32: onnxruntime has no
+    float64 Conv."""
+    x = _rand(2, 2, 9).numpy().copy()
+    x[:, :, 1::2] = np.nan  # odd positions: holes of a dilation-2 kernel at even offsets
+    w = _rand(4, 2 // groups, 2).numpy()
+
+    def f(x: Any, w: Any) -> Any:
+        return lax.conv_general(x, w, window_strides=(stride,), padding=(padding,),
+                                rhs_dilation=(dilation,), feature_group_count=groups)
+
+    got = run(tox.export(f, xp.asarray(x), xp.asarray(w)), [x, w], engine)[0]
+    want = f(xp.asarray(x), xp.asarray(w)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    if dilation % 2 == stride % 2 == padding[0] % 2 == 0:
+        assert np.isfinite(want).all()  # every tap on an even position
+
+
 def test_a_constant_switch_index_exports_the_branch_itself() -> None:
     """A `switch` on a constant index is the chosen branch, with no If: onnxruntime 1.32
     crashed (a segfault) folding nested constant Ifs whose branches held Loops."""
