@@ -352,7 +352,8 @@ def _scan_pruned(node: Any, needed: Any = ()) -> Any:
     """`node` (a scan) without the constants and xs its body never reads and the stacked
     outputs nothing reads (not in `needed`), or None when nothing goes: a transposed scan gets
     every known operand, each unread xs is still sliced per iteration, and each unread ys
-    still computed and written. The pruned body is kept with the body (one per pruning)."""
+    still computed and written; a scan whose body reads none of its operands keeps its first.
+    The pruned body is kept with the body (one per pruning)."""
     from .compiled import Callee
     from .graph import Node, Var
 
@@ -365,6 +366,8 @@ def _scan_pruned(node: Any, needed: Any = ()) -> Any:
     read = {v for n in graph.nodes for v in n.inputs} | {v for v in outputs if isinstance(v, Var)}
     consts, carry, xs = scan_split(graph.inputs, p["num_consts"], nk)
     keep = (*(v in read for v in consts), *(True for _ in carry), *(v in read for v in xs))
+    if keep and not any(keep):  # one operand stays: it gives the scan its device when it runs
+        keep = (True, *keep[1:])
     if (all(keep) and all(keep_out)) or body.donated:
         return None
 

@@ -126,3 +126,25 @@ def test_compiled_1000_step_scan_is_traced_once_into_one_sub_graph(device):
         xp.asarray(0.5, device=device), xs)
     assert g.shape == (1000,)
     close(g.numpy()[-1], np.cos(xs0[-1]))
+
+
+def test_a_scan_whose_body_reads_no_operand_keeps_one_when_pruned():
+    """Dead-code elimination drops a scan's unread consts and xs; one that reads none keeps
+    its first, which tells eager evaluation the scan's device (a gradient's VJP graph held
+    such a scan: 'scan: expected tensor operands, got none', where the other routes named
+    the program's real obstacle)."""
+    from tenferro_runtime.graph import Node, Var, eval_graph, trace
+
+    xs = xp.asarray(np.arange(6.0).reshape(3, 2))
+    g = trace(lambda xs: lax.scan(lambda c, x: (c, x * 2.0), (), xs)[1], xs)
+    (node,) = [n for n in g.nodes if n.prim is scan_p]
+    body = node.params["body"]
+    fill = Var(body.graph.outputs[0].aval)  # the body's result becomes one of its constants
+    const_body = body.graph.replace(nodes=[], outputs=[fill], consts={fill: xp.asarray(np.full(2, 7.0))})
+    params = {**node.params, "body": type(body)(const_body, body.name, body.passes, (),
+                                                  body.executor)}
+    scan = Node(scan_p, node.inputs, params, node.outputs, node.site)
+    pruned = scan_p.pruned(scan, set(node.outputs))
+    assert len(pruned.inputs) == 1  # xs is unread; kept as the one operand
+    out = eval_graph(g.replace(nodes=[pruned]), xs)[0]
+    np.testing.assert_array_equal(out.numpy(), np.full((3, 2), 7.0))
