@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenferro_runtime.testing.profiles import load_profiles
+from tenferro_runtime.testing.profiles import load_profiles, pytest_collection_modifyitems  # noqa: F401
 
 load_profiles()
 

@@ -8,6 +8,6 @@ import tempfile
 
 os.environ.setdefault("TENFERRO_NUMBA_CACHE", tempfile.mkdtemp(prefix="tenferro-numba-"))
 
-from tenferro_runtime.testing.profiles import load_profiles  # noqa: E402
+from tenferro_runtime.testing.profiles import load_profiles, pytest_collection_modifyitems  # noqa: E402, F401
 
 load_profiles()

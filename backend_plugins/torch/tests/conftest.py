@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenferro_runtime.testing.profiles import load_profiles
+from tenferro_runtime.testing.profiles import load_profiles, pytest_collection_modifyitems  # noqa: F401
 from tenferro_torch.discovery import cuda_device_count
 
 load_profiles()

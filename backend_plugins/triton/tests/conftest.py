@@ -24,7 +24,7 @@ else:
 # generated kernels and autotuning results go to a fresh folder per test process
 os.environ.setdefault("TENFERRO_TRITON_CACHE", tempfile.mkdtemp(prefix="tenferro-triton-"))
 
-from tenferro_runtime.testing.profiles import load_profiles  # noqa: E402
+from tenferro_runtime.testing.profiles import load_profiles, pytest_collection_modifyitems  # noqa: E402, F401
 
 load_profiles()
 

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tenferro_runtime.testing.profiles import load_profiles
+from tenferro_runtime.testing.profiles import load_profiles, pytest_collection_modifyitems  # noqa: F401
 
 load_profiles()

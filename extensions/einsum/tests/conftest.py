@@ -8,7 +8,7 @@ narrowed by name in ``NUMPY_ONLY``, each with the reason.
 from __future__ import annotations
 
 from tenferro_runtime.testing.devices import backend_device, on_backends  # noqa: F401
-from tenferro_runtime.testing.profiles import load_profiles
+from tenferro_runtime.testing.profiles import load_profiles, pytest_collection_modifyitems  # noqa: F401
 
 load_profiles()
 
