@@ -37,6 +37,9 @@ from tenferro_runtime import array_api as xp
 from tenferro_runtime import lax
 
 H = 1e-5  # finite-difference step (central differences: error ~ H**2 * f''')
+# an example runs ten second-order transforms and a finite-difference Hessian (60-300 ms on
+# CI's cores): a third of the profile's examples (ci: 10)
+EXAMPLES = max(5, settings().max_examples // 3)
 
 
 def fl(lo: float, hi: float):
@@ -191,7 +194,7 @@ D2 = {
 
 
 @pytest.mark.parametrize("name", list(UNARY))
-@settings(max_examples=20)
+@settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_unary_second_order(name, data):
     z = data.draw(vec(UNARY[name]), label="z")
@@ -232,7 +235,7 @@ BINARY = {
 
 
 @pytest.mark.parametrize("name", list(BINARY))
-@settings(max_examples=20)
+@settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_binary_second_order(name, data):
     op, strat = BINARY[name]
@@ -379,7 +382,7 @@ STRUCTURAL = [
 
 
 @pytest.mark.parametrize("case", STRUCTURAL, ids=[c.name for c in STRUCTURAL])
-@settings(max_examples=20)
+@settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_structural_second_order(case, data):
     z = case.inputs(data.draw)
