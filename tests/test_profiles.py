@@ -58,3 +58,30 @@ def test_random_and_explicitly_seeded_tests_are_left_alone():
     assert getattr(randomized, "_hypothesis_internal_use_seed", None) is None
     assert seeded._hypothesis_internal_use_seed == 7
     assert isinstance(Suite.test_method._hypothesis_internal_use_seed, int)  # a method: its function
+
+
+def test_derandomized_draws_do_not_depend_on_the_modules_imported_before(monkeypatch, tmp_path):
+    """A module imported between two runs (as another test in the same worker would) brings
+    constants of its own; they must not change a derandomized test's examples."""
+    from hypothesis.internal.conjecture import providers
+
+    monkeypatch.setattr(providers, "_get_local_constants", providers._get_local_constants)  # restored after
+    profiles._without_local_constants()
+
+    def run() -> list:
+        seen: list = []
+
+        @settings(derandomize=True, max_examples=200, database=None)
+        @given(st.lists(st.integers(), max_size=8))
+        def test(xs):
+            seen.append(xs)
+
+        test()
+        return seen
+
+    before = run()
+    (tmp_path / "constants_mod.py").write_text(
+        "".join(f"C{i} = {v}\n" for i, v in enumerate(range(918273645, 918273745))))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    __import__("constants_mod")  # stays in sys.modules: Hypothesis looks for new modules by count
+    assert run() == before
