@@ -120,7 +120,8 @@ def test_prod_that_overflows_before_a_zero_is_nan_as_in_numpy(xp, dtype):
         np.testing.assert_array_equal(np.asarray(xp.prod(xp.asarray(a), axis=0)), want)
         np.testing.assert_array_equal(np.asarray(xp.prod(xp.asarray(a.reshape(-1, 4, 2)), axis=(0, 1))), want)
         # NumPy's order follows the memory layout: a Fortran-ordered copy meets the zero first
-        np.testing.assert_array_equal(np.prod(np.asfortranarray(a.reshape(-1, 4, 2)), axis=(0, 1)), [0, np.inf])
+        fortran = np.asfortranarray(a.reshape(-1, 4, 2))
+        np.testing.assert_array_equal(np.prod(fortran, axis=(0, 1)), [0, np.inf])
 
 
 @pytest.mark.parametrize(("dtype", "out"), [
