@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import HealthCheck, is_hypothesis_test, seed, settings
 from hypothesis.internal.reflection import function_digest
 
 
@@ -54,12 +54,11 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
     (the seed, and a database key that derandomize leaves unused), 2-5 ms per call over
     thousands of parametrized calls. The examples drawn are unchanged."""
     for item in items:
-        fn = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
-        hyp = getattr(fn, "hypothesis", None)
-        use = getattr(fn, "_hypothesis_internal_use_settings", None)
-        if hyp is None or use is None or not use.derandomize:
+        obj = getattr(item, "obj", None)
+        fn = getattr(obj, "__func__", obj)  # a test method: its function holds the settings
+        if not is_hypothesis_test(fn) or not fn._hypothesis_internal_use_settings.derandomize:
             continue
-        if getattr(fn, "_hypothesis_internal_use_seed", None) is None:
-            digest = function_digest(hyp.inner_test)
+        if fn._hypothesis_internal_use_seed is None:
+            digest = function_digest(fn.hypothesis.inner_test)
             seed(int.from_bytes(digest, "big"))(fn)
             fn._hypothesis_internal_database_key = digest  # what the engine would compute
