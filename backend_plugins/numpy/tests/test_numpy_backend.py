@@ -190,8 +190,15 @@ def _select_operands(draw):
 
     pred = np.asarray(rng.standard_normal(shape) > 0)
     t, f = operand(), operand()
-    if draw(st.booleans()) and f.size:  # a broadcast operand, as fused code passes them
+    which = draw(st.sampled_from(["arrays", "broadcast", "zero false", "zero true"]))
+    if which == "broadcast" and f.size:  # a broadcast operand, as fused code passes them
         f = np.broadcast_to(f.reshape(-1)[:1].reshape((1,) * len(shape)), shape)
+    elif which.startswith("zero"):  # ReLU's gradient and its mirror: a broadcast 0 (or -0.0)
+        zero = np.asarray(-0.0 if draw(st.booleans()) else 0).astype(dtype)
+        if which == "zero false":
+            f = np.broadcast_to(zero, shape)
+        else:
+            t = np.broadcast_to(zero, shape)
     return pred, t, f
 
 
