@@ -309,6 +309,96 @@ def test_mlp_adam_train_step_matches_the_plan_executor():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
+def convs(x1, w1, x3, w3):
+    """Convolutions of 1 and 3 spatial axes with strides, dilation, asymmetric and negative
+    padding, input dilation and groups, summed into one loss."""
+    a = lax.conv_general(x1, w1, window_strides=(2,), padding=((2, 1),), lhs_dilation=(1,),
+                         rhs_dilation=(2,), feature_group_count=2)
+    b = lax.conv_general(x1, w1, window_strides=(1,), padding=((0, -1),), lhs_dilation=(2,),
+                         rhs_dilation=(1,), feature_group_count=2)
+    c = lax.conv_general(x3, w3, window_strides=(1, 2, 1), padding=((1, 1), (0, 2), (1, 0)),
+                         lhs_dilation=(1, 1, 1), rhs_dilation=(1, 1, 2), feature_group_count=1)
+    return xp.sum(a * a) + xp.sum(xp.sin(b)) + xp.sum(c * c * c)
+
+
+@pytest.mark.filterwarnings("error::tenferro_runtime.executor.BackendCompileWarning")
+@settings(max_examples=8)
+@given(st.integers(0, 2**16))
+def test_convolutions_and_their_gradients_match_the_plan_and_torch(seed):
+    """The Inductor executor's convolutions (torch's aten.convolution under compile on the
+    CPU, so Inductor may choose channels-last layouts) and their gradients, against the plan
+    executor and torch's own conv1d/conv3d with autograd."""
+    rng = np.random.default_rng(seed)
+    arrays_ = [rng.standard_normal(s).astype(np.float32)
+               for s in ((3, 4, 9), (6, 2, 3), (2, 3, 4, 5, 6), (2, 3, 2, 3, 2))]
+    ins = [on(a) for a in arrays_]
+    fn = tenferro_ad.value_and_grad(convs, argnums=(0, 1, 2, 3))
+    got, want = _convs(*ins), fn(*ins)
+    t = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays_]
+    tf = torch.nn.functional
+    ref = ((tf.conv1d(tf.pad(t[0], (2, 1)), t[1], stride=2, dilation=2, groups=2) ** 2).sum()
+           + torch.sin(tf.conv1d(_dilated(t[0])[..., :-1], t[1], groups=2)).sum()
+           + (tf.conv3d(tf.pad(t[2], (1, 0, 0, 2, 1, 1)), t[3], stride=(1, 2, 1),
+                        dilation=(1, 1, 2)) ** 3).sum())
+    ref_grads = torch.autograd.grad(ref, t)
+    close(got[0], want[0], rtol=1e-5, atol=1e-4)
+    close(got[0], np.float32(ref.item()), rtol=1e-4, atol=1e-3)
+    for g, w, r in zip(got[1], want[1], ref_grads):
+        close(g, w, rtol=1e-4, atol=1e-4)
+        close(g, r.numpy().astype(np.float32), rtol=1e-3, atol=1e-3)
+    assert kinds(_convs) == {"inductor"}
+
+
+def _dilated(x):
+    """`x` with a zero between neighbours along its last axis (input dilation 2)."""
+    out = x.new_zeros(x.shape[:-1] + (2 * x.shape[-1] - 1,))
+    out[..., ::2] = x
+    return out
+
+
+_convs = inductor(tenferro_ad.value_and_grad(convs, argnums=(0, 1, 2, 3)))
+
+
+@pytest.mark.filterwarnings("error::tenferro_runtime.executor.BackendCompileWarning")
+def test_cnn_adam_train_step_matches_the_plan_executor():
+    """The digits CNN's train step (convolutions, ReLU, max pooling, dropout off) compiled
+    whole by Inductor gives the plan executor's losses and parameters."""
+    from torch._dynamo.utils import counters
+
+    rng = np.random.default_rng(5)
+    x_np = rng.random((16, 1, 8, 8), dtype=np.float32)
+    y_np = rng.integers(0, 10, 16)
+    runs = {}
+    counters.clear()
+    for backend in ("inductor", "plan"):
+        with tr.default_device(DEVICE):
+            k = tr.random.split(tr.random.key(0), 3)
+            model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, key=k[0]), nn.ReLU(), nn.MaxPool2d(2),
+                                  nn.Conv2d(8, 16, 3, padding=1, key=k[1]), nn.ReLU(), nn.MaxPool2d(2),
+                                  nn.Flatten(), nn.Linear(64, 10, key=k[2]))
+            x, y = xp.asarray(x_np), xp.asarray(y_np)
+        opt = nn.Adam(lr=1e-2)
+
+        def train_step(model, state, x, y, opt=opt):
+            value, grads = tenferro_ad.value_and_grad(lambda m: nn.cross_entropy(m(x), y))(model)
+            model, state = opt.update(model, grads, state)
+            return model, state, value
+
+        step = tr.compile(train_step, donate_argnums=(0, 1), backend=backend)
+        state, losses = opt.init(model), []
+        for _ in range(3):
+            model, state, value = step(model, state, x, y)
+            losses.append(float(value))
+        runs[backend] = (losses, [p.numpy() for p in model.parameters()], kind(step))
+    (l_ind, p_ind, k_ind), (l_plan, p_plan, k_plan) = runs["inductor"], runs["plan"]
+    assert (k_ind, k_plan) == ("inductor", "plan")
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert l_ind[-1] < l_ind[0]
+    np.testing.assert_allclose(l_ind, l_plan, rtol=1e-5)
+    for a, b in zip(p_ind, p_plan):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
 # ---- fallbacks ---------------------------------------------------------------------------
 
 class _Ops:
