@@ -6,7 +6,9 @@ Workloads:
 - MLP 784-512-512-10, batch 128, float32, the compiled Adam train step (bench/train.py's
   `tf_compiled`): numpy:cpu alone, torch:cpu alone (each in its own process), and both in
   one process taking steps in turn (numpy, torch, numpy, ...; each step timed on its own).
-  Goal: each device's step in the shared process within 10% of that device alone.
+  Each device runs alone before and after the shared process, and the shared step is
+  compared with the mean of the two. Goal: each device's step in the shared process within
+  10% of that device alone.
 - the digits demo (`examples/demo.py`, default settings) quiet and with another CPU-bound
   process running (`python -c "while True: pass"`, started and killed here). Goal: loaded
   within 2x of quiet.
@@ -143,16 +145,20 @@ def main() -> None:
         print("\nMLP 784-512-512-10 b128 float32 compiled Adam step, median per step "
               "(shared: both devices in one process, steps in turn)")
         ratios: dict[str, list[float]] = {"numpy:cpu": [], "torch:cpu": []}
+        devices = ("numpy:cpu", "torch:cpu")
         for r in range(args.runs):
-            alone_np = run_child(["numpy:cpu"], args.steps, env)
-            alone_torch = run_child(["torch:cpu"], args.steps, env)
-            shared = run_child(["numpy:cpu", "torch:cpu"], args.steps, env)
+            # each device alone before and after the shared process, in mirrored order, so
+            # that a drift of the machine's speed over the run falls on both sides evenly
+            before = {d: run_child([d], args.steps, env)[d] for d in devices}
+            shared = run_child(list(devices), args.steps, env)
+            after = {d: run_child([d], args.steps, env)[d] for d in reversed(devices)}
             parts = []
-            for d, alone in (("numpy:cpu", alone_np), ("torch:cpu", alone_torch)):
-                ratio = shared[d] / alone[d]
+            for d in devices:
+                alone = (before[d] + after[d]) / 2
+                ratio = shared[d] / alone
                 ratios[d].append(ratio)
-                parts.append(f"{d} alone {alone[d] * 1e3:6.2f} ms, shared {shared[d] * 1e3:6.2f} ms "
-                             f"({ratio:.2f}x)")
+                parts.append(f"{d} alone {before[d] * 1e3:.2f}/{after[d] * 1e3:.2f} ms, shared "
+                             f"{shared[d] * 1e3:.2f} ms ({ratio:.2f}x)")
             print(f"  run {r + 1}: " + "; ".join(parts))
         for d, rs in ratios.items():
             print(f"  {d}: shared/alone {', '.join(f'{x:.2f}' for x in rs)} (goal <= 1.10)")
