@@ -144,8 +144,8 @@ def main() -> None:
     if not args.skip_mlp:
         print("\nMLP 784-512-512-10 b128 float32 compiled Adam step, median per step "
               "(shared: both devices in one process, steps in turn)")
-        ratios: dict[str, list[float]] = {"numpy:cpu": [], "torch:cpu": []}
         devices = ("numpy:cpu", "torch:cpu")
+        ratios: dict[str, list[float]] = {d: [] for d in devices}
         for r in range(args.runs):
             # each device alone before and after the shared process, in mirrored order, so
             # that a drift of the machine's speed over the run falls on both sides evenly
