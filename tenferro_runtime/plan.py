@@ -19,7 +19,7 @@ from tenferro_core.errors import TenferroError
 
 from .eager import dispatch
 from .graph_prims import GraphPrimitive, foldable
-from .kernels import call, check_result
+from .kernels import call, check_result, plain
 from .tensor import Tensor
 from .tracing import eager_only
 
@@ -313,7 +313,9 @@ def build_plan(graph: Any, kernel_for: Any = None) -> Plan | None:
 
 def _reuse(b: _Builder, steps: list, out_slots: set, device: Any, graph: Any, memory: Any) -> dict:
     """step -> (dead slot, out form, donated?): the planned buffers steps write into
-    (plan_reuse.py); donated inputs only where the backend can tell they are free."""
+    (plan_reuse.py); donated inputs only where the backend can tell they are free. For an
+    executor's kernel writing results into its operands: (the operand slots, the kernel's
+    in-place form, whether one of them is donated)."""
     out_kernel = getattr(device.backend, "out_kernel", None)
     if out_kernel is None:
         return {}
@@ -330,8 +332,32 @@ def _reuse(b: _Builder, steps: list, out_slots: set, device: Any, graph: Any, me
         b.avals.update((i, graph.inputs[i].aval) for i in donated)
     protected = out_slots | {i for i in range(len(b.template))
                              if i not in b.results and i not in donated}
-    return {k: (slot, forms[k], cond) for k, (slot, cond) in
-            plan_reuse(steps, b.avals, protected, forms, donated).items()}
+    known = _known_results(b, steps, forms, device)
+    reuse = {}
+    for k, (slot, how) in plan_reuse(steps, b.avals, protected, forms, donated, known).items():
+        if type(slot) is tuple:  # how: the (result, operand) pairs written in place
+            reuse[k] = (slot, plain(steps[k][0]).in_place_form(how), any(s in donated for s in slot))
+        else:  # how: whether only if the buffer is donatable
+            reuse[k] = (slot, forms[k], how)
+    return reuse
+
+
+def _known_results(b: _Builder, steps: list, forms: list, device: Any) -> dict:
+    """step -> (in-place candidates, aliases, new results) (plan_reuse's `known`): from an
+    executor's kernel that says (`new_results`, `aliases`, `in_place`), and for the
+    backend's kernels whose results are always new arrays (``Backend.fresh_results(name)``,
+    optional: a product, never a view of its operands)."""
+    fresh = getattr(device.backend, "fresh_results", None)
+    known = {}
+    for k, step in enumerate(steps):
+        kernel = plain(step[0])
+        if k in b.own:
+            new = getattr(kernel, "new_results", None)
+            if new is not None:
+                known[k] = (getattr(kernel, "in_place", {}), getattr(kernel, "aliases", {}), new)
+        elif forms[k] is None and fresh is not None and fresh(step[1].name):
+            known[k] = ({}, {}, tuple(range(len(step[3]))))
+    return known
 
 
 __all__ = ["Plan", "build_plan", "wrap_outputs"]

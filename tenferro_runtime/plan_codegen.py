@@ -49,7 +49,8 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
     into = into or {}
     renamed = renamed or {}
     reuse = reuse or {}
-    kept = {entry[0] for entry in reuse.values()} | set(keep)  # freed by the step that writes into them
+    kept = {s for entry in reuse.values() for s in (entry[0] if type(entry[0]) is tuple else (entry[0],))}
+    kept |= set(keep)  # freed by the step that writes into them
     # __name__: kernels' IEEE warnings (log(0), inf - inf) are as silent here as in eager
     # evaluation (the warnings filter tenferro_numpy.kernels installs names this module)
     glb: dict[str, Any] = {"__name__": "tenferro_runtime.plan", "_failed": failed, "_device": device,
@@ -70,6 +71,10 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
             fn, params = bare, None
         glb[f"f{k}"] = fn
         args = [renamed.get((k, p)) or names.get(i, f"s{i}") for p, i in enumerate(ins)]
+        if k in reuse and type(reuse[k][0]) is tuple:  # results written into operands
+            body += _in_place_lines(glb, k, args, reuse[k], outs, multiple, frees, kept, names,
+                                    n_inputs, device, check, pad)
+            continue
         if k in reuse:
             dead, form, donated = reuse[k]
             glb[f"o{k}"] = form
@@ -118,6 +123,36 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
         if dead:
             body.append(f"{pad}del {', '.join(dead)}")
     return glb, names, body
+
+
+def _in_place_lines(glb: dict, k: int, args: list, entry: tuple, outs: tuple, multiple: bool,
+                    frees: tuple, kept: set, names: dict, n_inputs: int, device: Any,
+                    check: list | None, pad: str) -> list[str]:
+    """Step k as its kernel's in-place form (`entry`: the operand slots it writes, the form,
+    whether one is donated): a donated operand only if nothing but this run holds it, else
+    the plain kernel (all or none)."""
+    dead, form, donated = entry
+    glb[f"o{k}"] = form
+    lines = [f"{pad}k = {k}"]
+    call = f"o{k}({', '.join(args)})"
+    conds = []
+    for s in dead:
+        if s < n_inputs:  # a donated input (see the single-result case above)
+            glb["_donatable"], glb["_count"] = device.backend.donatable, sys.getrefcount
+            lines.append(f"{pad}n{s} = _count(s{s}) - {_HOLDERS + 1}")
+            conds.append(f"_donatable(s{s}, n{s})")
+    if conds:
+        call = f"{call} if {' and '.join(conds)} else f{k}({', '.join(args)})"
+    target = ", ".join(f"s{o}" for o in outs) + ("," if multiple and len(outs) == 1 else "")
+    lines.append(f"{pad}{target} = {call}")
+    if check is not None:
+        lines.append(f"{pad}_check(_prims[k], _device, _avals[k], ({', '.join(f's{o}' for o in outs)},))")
+    for o in outs:
+        names[o] = f"s{o}"
+    gone = [f"s{s}" for s in dead] + [f"s{i}" for i in frees
+                                       if i not in kept and names.get(i, "").startswith("s")]
+    lines.append(f"{pad}del {', '.join(gone)}")
+    return lines
 
 
 def _keywords(glb: dict, k: int, params: dict | None) -> list[str]:

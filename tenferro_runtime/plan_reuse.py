@@ -21,11 +21,20 @@ from typing import Any
 
 
 def plan_reuse(steps: list, avals: dict, protected: set, out_forms: list,
-               donated: tuple = ()) -> dict[int, tuple[int, bool]]:
+               donated: tuple = (), known: dict | None = None) -> dict[int, tuple]:
     """{step index: (the dead slot it writes into, whether only if the buffer is donatable)}.
     `out_forms[k]` is step k's out form or None; `protected` holds slots never written
     (graph outputs, and inputs and constants that are not donated); `donated` input slots
-    (with their avals in `avals`) may be written once their last use has passed."""
+    (with their avals in `avals`) may be written once their last use has passed.
+    `known[k]` = (candidates, aliases, new) for a step without an out form whose results'
+    memory is known (otherwise a result may be a view of any operand): `new` holds the
+    positions of results that are new arrays (reusable like an out form's), `aliases` maps
+    results to the operands they are (any other may share memory with any operand), and
+    `candidates` maps results to the operands whose
+    buffers the kernel can write them into (a generated loop's in-place form). Such a
+    step's entry is (the operand slots written, ((result position, operand position), ...))
+    where some of those operands die there."""
+    known = known or {}
     parent: dict[int, int] = {}
 
     def find(s: int) -> int:
@@ -40,6 +49,13 @@ def plan_reuse(steps: list, avals: dict, protected: set, out_forms: list,
             end[s] = k
         if out_forms[k] is not None:
             owned.add(outs[0])
+        elif k in known:
+            _, aliases, new = known[k]
+            owned.update(outs[p] for p in new)
+            for p, o in enumerate(outs):
+                if p not in new:  # an operand as it is, or (not known which) any of them
+                    for i in ([ins[aliases[p]]] if p in aliases else ins):
+                        parent[find(o)] = find(i)
         else:
             for o in outs:
                 for i in ins:
@@ -55,9 +71,11 @@ def plan_reuse(steps: list, avals: dict, protected: set, out_forms: list,
             released[max(end[s] for s in slots)] += [
                 s for s in slots if s in owned or s in donated_set]
     pool: dict[Any, list[int]] = defaultdict(list)
-    reuse: dict[int, tuple[int, bool]] = {}
+    reuse: dict[int, tuple] = {}
     for k, step in enumerate(steps):
         now = released[k]
+        if k in known and known[k][0]:
+            now = _written_in_place(k, step[2], known[k][0], now, donated_set, find, reuse)
         if out_forms[k] is not None:
             a = avals[step[3][0]]
             key = (a.shape, a.dtype)
@@ -74,6 +92,28 @@ def plan_reuse(steps: list, avals: dict, protected: set, out_forms: list,
         for s in now:
             pool[(avals[s].shape, avals[s].dtype)].append(s)
     return reuse
+
+
+def _written_in_place(k: int, ins: tuple, candidates: dict, now: list, donated: set, find: Any,
+                      reuse: dict) -> list:
+    """Step k's results written into its operands whose buffers die there (the plan's own
+    before donated ones; an operand read at one position only, sharing its memory with no
+    other operand); returns `now` less everything sharing the buffers taken."""
+    dying = set(now)
+    pairs, taken = [], []
+    for p, positions in candidates.items():
+        for i in sorted(positions, key=lambda i: ins[i] in donated):
+            s = ins[i]
+            if (s in dying and s not in taken and ins.count(s) == 1
+                    and all(find(x) != find(s) for x in ins if x != s)):
+                pairs.append((p, i))
+                taken.append(s)
+                break
+    if not pairs:
+        return now
+    reuse[k] = (tuple(taken), tuple(pairs))
+    gone = {find(s) for s in taken}
+    return [s for s in now if find(s) not in gone]
 
 
 __all__ = ["plan_reuse"]

@@ -105,3 +105,47 @@ def test_dead_code_elimination_keeps_what_outputs_and_effects_need():
     assert names == ["testplan.tap.v1", "sin"]
     assert catalog.exp.name in [n.prim.name for n in graph.nodes]
     np.testing.assert_array_equal(node_by_node(pruned, x)[0].numpy(), np.sin([0.1, 0.2]))
+
+
+def _reuse_of(steps, forms, known, donated=(), protected=frozenset()):
+    """plan_reuse on abstract steps (kernel, prim, ins, outs, params, multiple, frees) whose
+    slots are all float32 (4,)."""
+    from types import SimpleNamespace
+
+    from tenferro_runtime.plan_reuse import plan_reuse
+
+    full = [(None, None, ins, outs, None, len(outs) > 1, ()) for ins, outs in steps]
+    avals = {s: SimpleNamespace(shape=(4,), dtype="f4") for ins, outs in steps for s in (*ins, *outs)}
+    return plan_reuse(full, avals, set(protected), forms, donated, known)
+
+
+def test_results_go_into_dying_operands_and_never_into_one_a_view_shares():
+    """A kernel that can write its results into operands (a generated loop's in-place form)
+    takes dying buffers the plan owns before donated ones; not an operand another operand of
+    the same step views; and a buffer taken leaves the pool with every view of it."""
+    form = object()
+    # 0 (donated) and 1 (protected) are inputs; step 0 makes 2 (a new array), step 1 views it
+    # as 3, step 2 reads 0, 2 and 3 and may write result 0 into any of them
+    steps = [((1,), (2,)), ((2,), (3,)), ((0, 2, 3), (4, 5)), ((4,), (6,)), ((6,), (7,))]
+    known = {0: ({}, {}, (0,)), 2: ({0: [0, 1, 2], 1: [0, 1, 2]}, {}, (0, 1))}
+    reuse = _reuse_of(steps, [None, None, None, form, form], known, donated=(0,), protected={1, 5})
+    assert reuse[2] == ((0,), ((0, 0),))  # 2 is viewed by 3 (read here too): only 0
+    assert reuse[3] == (4, False)  # in place into its own dying operand
+    assert 4 not in {e[0] for k, e in reuse.items() if k != 3}
+    # without the view, the plan's own buffer first, then the donated one
+    steps = [((1,), (2,)), ((0, 2), (4, 5)), ((4,), (6,))]
+    known = {0: ({}, {}, (0,)), 1: ({0: [0, 1], 1: [0, 1]}, {}, (0, 1))}
+    reuse = _reuse_of(steps, [None, None, form], known, donated=(0,), protected={1, 5, 6})
+    assert reuse[1] == ((2, 0), ((0, 1), (1, 0)))
+    assert all(e[0] != 2 for k, e in reuse.items() if k != 1)  # taken: not pooled for later steps
+
+
+def test_an_unknown_result_shares_every_operands_buffer():
+    """A result that is neither new nor a known alias may be a view of any operand: those
+    operands stay alive (and out of the pool) while it lives."""
+    form = object()
+    steps = [((1,), (2,)), ((2,), (3, 4)), ((3,), (5,)), ((4,), (6,))]
+    known = {0: ({}, {}, (0,)), 1: ({}, {}, (0,))}  # step 1's result 1 (slot 4): unknown
+    reuse = _reuse_of(steps, [None, None, form, form], known, protected={1, 5, 6})
+    assert reuse.get(2) is None or reuse[2][0] != 2  # 2 may live on in 4
+    assert reuse.get(3) is None or reuse[3][0] != 2

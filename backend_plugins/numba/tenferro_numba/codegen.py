@@ -136,10 +136,35 @@ def _literal(value: Any, dtype: Any) -> str:
     return f"{CAST[dtype]}({int(value)})"
 
 
-def generate(graph: Any, uniform_consts: dict, pointers: bool = False) -> Source:
+def in_place_candidates(graph: Any) -> dict[int, list[int]]:
+    """{output position: the inputs its generated loop may write it into}: an input of the
+    output's shape (at least one axis) and dtype, read only at the loop's own index (never
+    broadcast) and not itself an output; an output held at one position only. With every
+    store of such a result after the iteration's loads (`generate`'s `alias`), each element
+    is read before it is overwritten."""
+    broadcast = {n.inputs[0] for n in graph.nodes if n.prim.name == "broadcast_in_dim"}
+    produced = {o for n in graph.nodes for o in n.outputs}
+    outputs = list(graph.outputs)
+    found: dict[int, list[int]] = {}
+    for p, v in enumerate(outputs):
+        if v not in produced or outputs.count(v) != 1 or not v.aval.shape:
+            continue
+        ins = [i for i, a in enumerate(graph.inputs)
+               if a.aval.shape == v.aval.shape and a.aval.dtype is v.aval.dtype
+               and a not in broadcast and a not in outputs]
+        if ins:
+            found[p] = ins
+    return found
+
+
+def generate(graph: Any, uniform_consts: dict, pointers: bool = False,
+             alias: dict[int, int] | None = None) -> Source:
     """The Source of fused group `graph`. `uniform_consts` maps constant vars whose every
     element is one value (0-d, or a stride-0 view) to that value: they become scalars. With
-    `pointers`, array inputs are addresses, viewed as arrays first (`Source.pointer_args`)."""
+    `pointers`, array inputs are addresses, viewed as arrays first (`Source.pointer_args`).
+    `alias` maps output positions to the inputs they are written into (pairs from
+    `in_place_candidates`, each input once): no allocation, and their stores come last in
+    each iteration."""
     from tenferro_runtime.graph import Var
 
     for v in [*graph.inputs, *graph.consts, *(o for n in graph.nodes for o in n.outputs)]:
@@ -218,11 +243,16 @@ def generate(graph: Any, uniform_consts: dict, pointers: bool = False) -> Source
         raise Unsupported("the group computes none of its outputs")
     for v, name in kept.items():
         lines.append(f"{name} = np.empty({shape_of[v]!r}, {CAST[v.aval.dtype]})")
+    # a result written into an input is stored through the input's own name: LLVM then
+    # sees one array read and written, with no overlap test that would fail (and leave the
+    # loop scalar, 5x slower)
+    into = {graph.outputs[p]: arrays[graph.inputs[i]] for p, i in (alias or {}).items()}
+    results.update(into)
     for v, name in results.items():
-        if v in computed_in:
+        if v in computed_in and v not in into:
             lines.append(f"{name} = np.empty({v.aval.shape!r}, {CAST[v.aval.dtype]})")
     for s in order:
-        lines += _loop(s, loops[s], scalars, arrays, kept, results)
+        lines += _loop(s, loops[s], scalars, arrays, kept, results, set(into))
     for v, name in results.items():
         if v in scalars and v not in computed_in:  # a 0-d result, or a broadcast scalar
             value = scalars[v]
@@ -260,8 +290,10 @@ def _flat(nodes: list) -> bool:
     return not any(n.prim.name in ("broadcast_in_dim", "iota") for n in nodes)
 
 
-def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, results: dict) -> list:
-    """One loop nest over `shape` computing `nodes` (one flat loop where `_flat`)."""
+def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, results: dict,
+          last: set) -> list:
+    """One loop nest over `shape` computing `nodes` (one flat loop where `_flat`); the
+    stores of the results in `last` after every other line of the iteration."""
     rank = len(shape)
     flat = rank > 1 and _flat(nodes)
     idx = ["j"] if flat else [f"i{d}" for d in range(rank - 1)] + ["j"]
@@ -280,6 +312,7 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
         head = [f"{'    ' * d}for {name} in range({n}):" for d, (name, n) in enumerate(zip(idx, shape))]
         pad = "    " * rank
     body: list[str] = []
+    stores: list[str] = []
     local: dict = {}
 
     def operand(v: Any) -> str:
@@ -318,10 +351,10 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
         if out in kept:
             body.append(f"{elem(kept[out])} = {name}")
         if out in results:
-            body.append(f"{elem(results[out])} = {name}")
+            (stores if out in last else body).append(f"{elem(results[out])} = {name}")
     n = math.prod(shape)
     return [f"{view} = {array}.reshape({n})" for array, view in views.items()] + head + [
-        pad + line for line in body]
+        pad + line for line in body + stores]
 
 
-__all__ = ["CAST", "EXACT", "Source", "Unsupported", "expression", "generate"]
+__all__ = ["CAST", "EXACT", "Source", "Unsupported", "expression", "generate", "in_place_candidates"]

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .codegen import Unsupported, generate
+from .codegen import Unsupported, generate, in_place_candidates
 
 log = logging.getLogger("tenferro_numba")
 
@@ -204,11 +204,30 @@ class _Bridge:
 def group_kernel(group: Any, device: Any) -> Any:
     """`(*input buffers) -> [output buffers]` for fused `group` on a numpy or torch:cpu
     device: its generated loop (operands that are not C-contiguous copied first; on
-    torch:cpu the array inputs passed by address, pointers.py)."""
+    torch:cpu the array inputs passed by address, pointers.py). What a plan may do with
+    its buffers (plan_reuse.py): `new_results` are the positions of outputs that are new
+    arrays, `aliases` maps the others that are inputs as they are, `in_place` maps outputs
+    to the inputs they may be written into, and `in_place_form(pairs)` is the same kernel
+    writing those outputs into those inputs' buffers (a plan calls it where their values
+    die: an optimizer's update in its donated state, no new arrays)."""
+    kernel = _group_kernel(group, device, {})
+    kernel.in_place = in_place_candidates(group)
+    kernel.aliases = {p: group.inputs.index(v) for p, v in enumerate(group.outputs) if v in group.inputs}
+    produced = {o for n in group.nodes for o in n.outputs}
+    kernel.new_results = tuple(p for p, v in enumerate(group.outputs) if v in produced)
+    kernel.in_place_form = functools.partial(_in_place_form, group, device)
+    return kernel
+
+
+def _in_place_form(group: Any, device: Any, pairs: tuple) -> Any:
+    return _group_kernel(group, device, dict(pairs))
+
+
+def _group_kernel(group: Any, device: Any, alias: dict) -> Any:
     bridge = _Bridge(device)
     consts = {v: bridge.host(c._buf) for v, c in group.consts.items()}
     uniform = {v: c.reshape(-1)[0] for v, c in consts.items() if _uniform(c)}
-    src = generate(group, uniform, pointers=not bridge.numpy)
+    src = generate(group, uniform, pointers=not bridge.numpy, alias=alias)
     fn = load(src.text, src.name)
     numba = _numba()
     types = []
@@ -234,16 +253,16 @@ def group_kernel(group: Any, device: Any) -> Any:
     outputs = [(kind, what if kind != "const" else group.consts[what]._buf) for kind, what in src.outputs]
 
     pointers = bool(src.pointer_args)
+    written = dict(alias)  # output position -> the input it is written into
 
     def kernel(*bufs: Any) -> list:
         args = [None] * len(src.args)
-        held = []  # contiguous copies, alive until the call returns
+        held = {}  # contiguous copies, alive until the call returns
         for k in arrays:
             if pointers:
                 t = bufs[k]
                 if not t.is_contiguous() or t.is_neg():  # a negative view shares the plain data
-                    t = t.resolve_neg().contiguous()
-                    held.append(t)
+                    t = held[k] = t.resolve_neg().contiguous()
                 args[k] = t.data_ptr()
             else:
                 args[k] = bridge.array(bufs[k])
@@ -252,11 +271,13 @@ def group_kernel(group: Any, device: Any) -> Any:
         for k, value in fixed.items():
             args[k] = value
         res = list(fn(*args))
-        del held
         for k in zero_d:
             res[k] = np.asarray(res[k], dtype=dtypes[k])
-        return [bridge.back(res[what]) if kind == "result" else bufs[what] if kind == "input" else what
-                for kind, what in outputs]
+        # a written output is its input's buffer (or that one's contiguous copy)
+        return [(held.get(written[p], bufs[written[p]]) if pointers else args[written[p]])
+                if p in written else bridge.back(res[what]) if kind == "result"
+                else bufs[what] if kind == "input" else what
+                for p, (kind, what) in enumerate(outputs)]
 
     return kernel
 

@@ -52,6 +52,65 @@ def staged_kernel(group: Graph, device: Any, loop_kernel: Any) -> Any:
             fn = dispatch(n.prim, tuple(v.aval for v in n.inputs), n.params, device)[0]
             steps.append(("node", fn, n))
         start = k + 1
+    kernel = _runner(group, steps)
+    made = {o for step in steps if step[0] == "loop" for o in step[3]}
+    kernel.new_results = tuple(p for p, v in enumerate(group.outputs) if v in made)
+    kernel.aliases = {p: group.inputs.index(v) for p, v in enumerate(group.outputs) if v in group.inputs}
+    kernel.in_place, where = _in_place(group, steps)
+
+    def in_place_form(pairs: tuple) -> Any:
+        """The kernel with the stages that make outputs `pairs` name write them into
+        those inputs (see `_in_place`)."""
+        by_stage: dict[int, list] = {}
+        for pair in pairs:
+            s, stage_pair = where[pair]
+            by_stage.setdefault(s, []).append(stage_pair)
+        new = list(steps)
+        for s, stage_pairs in by_stage.items():
+            _, fn, ins, outs = steps[s]
+            new[s] = ("loop", fn.in_place_form(tuple(stage_pairs)), ins, outs)
+        return _runner(group, new)
+
+    kernel.in_place_form = in_place_form
+    return kernel
+
+
+def _in_place(group: Graph, steps: list) -> tuple[dict, dict]:
+    """({output position: inputs it may be written into}, {(output, input): (step, the
+    stage's pair)}): a stage's in-place pair (codegen.in_place_candidates) of a group
+    output and a group input that nothing after that stage reads."""
+    last = _last_step_reads(steps)
+    outputs = list(group.outputs)
+    found: dict[int, list] = {}
+    where: dict[tuple, tuple] = {}
+    for s, step in enumerate(steps):
+        if step[0] != "loop":
+            continue
+        _, fn, ins, outs = step
+        for sp, sis in getattr(fn, "in_place", {}).items():
+            v = outs[sp]
+            if outputs.count(v) != 1:
+                continue
+            for si in sis:
+                a = ins[si]
+                if a in group.inputs and a not in outputs and last[a] == s:
+                    p, i = outputs.index(v), group.inputs.index(a)
+                    found.setdefault(p, []).append(i)
+                    where[p, i] = (s, (sp, si))
+    return found, where
+
+
+def _last_step_reads(steps: list) -> dict:
+    """var -> index of the last step reading it."""
+    last: dict[Var, int] = {}
+    for s, step in enumerate(steps):
+        for v in (step[2] if step[0] == "loop" else step[2].inputs):
+            last[v] = s
+    return last
+
+
+def _runner(group: Graph, steps: list) -> Any:
+    """`(*input buffers) -> [output buffers]` running `steps` over the group's values."""
     consts = {v: c._buf for v, c in group.consts.items()}
     inputs, outputs = list(group.inputs), list(group.outputs)
 

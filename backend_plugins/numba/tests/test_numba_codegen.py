@@ -147,6 +147,68 @@ def test_drawn_groups_give_numpys_bits(program):
         assert any(w in str(why) for w in ("has no generated code", "none of its outputs"))
 
 
+def in_place_pairs(kernel) -> tuple:
+    """One input per output where the kernel allows it, each input once."""
+    pairs, used = [], set()
+    for p, ins in kernel.in_place.items():
+        i = next((i for i in ins if i not in used), None)
+        if i is not None:
+            pairs.append((p, i))
+            used.add(i)
+    return tuple(pairs)
+
+
+def check_in_place(fn, inputs, dev=DEV) -> int:
+    """The kernel's in-place form (each output it can write into an input written there) on
+    copies of the inputs: the same bits as node-by-node evaluation, each written output the
+    input's own buffer. Returns how many outputs were written in place."""
+    graph, tensors, want = run_both(fn, inputs, dev)
+    pairs = in_place_pairs(fused_kernel(graph, dev))
+    if not pairs:
+        return 0
+    bufs = [t._buf.clone() if dev.name == "torch:cpu" else np.array(t._buf, copy=True) for t in tensors]
+    got = fused_kernel(graph, dev).in_place_form(pairs)(*bufs)
+    for g, w in zip(got, want):
+        same(g, w)
+    for p, i in pairs:
+        assert got[p] is bufs[i]
+    return len(pairs)
+
+
+@settings(deadline=None, max_examples=12)
+@given(programs(), st.sampled_from(["numpy:cpu", "torch:cpu"]))
+def test_drawn_groups_written_into_their_inputs_give_the_same_bits(program, device):
+    """Outputs written into inputs of their shape and dtype (each element read before it is
+    overwritten, no input read through a broadcast): the kernels' bits still."""
+    if device == "torch:cpu":
+        pytest.importorskip("torch")
+    fn, inputs = program
+    try:
+        check_in_place(fn, inputs, default_runtime().device(device))
+    except codegen.Unsupported as why:
+        assert any(w in str(why) for w in ("has no generated code", "none of its outputs"))
+
+
+def test_an_update_writes_every_output_into_an_input_and_reads_each_element_first():
+    """An optimizer-like group whose outputs read every input: written in place, each store
+    after the iteration's loads; a broadcast input and a passed-through one are never written."""
+    rng = np.random.default_rng(3)
+    hosts = [rng.standard_normal((6, 50)).astype(np.float32) for _ in range(3)]
+    hosts.append(rng.standard_normal(50).astype(np.float32))
+
+    def fn(p, m, g, row):
+        m2 = m * 0.5 + g * p
+        p2 = p - m2 * lax.broadcast_in_dim(row, shape=(6, 50), broadcast_dimensions=(1,))
+        return [p2, m2, g]
+
+    graph = trace(fn, *[_present(h) for h in hosts]).replace(out_tree=None)
+    kernel = fused_kernel(graph, DEV)
+    assert set(kernel.in_place) == {0, 1} and all(3 not in c and 2 not in c for c in kernel.in_place.values())
+    assert kernel.aliases == {2: 2} and kernel.new_results == (0, 1)
+    assert check_in_place(fn, hosts) == 2
+    assert check_in_place(fn, hosts, default_runtime().device("torch:cpu")) == 2
+
+
 @settings(deadline=None, max_examples=12)
 @given(programs())
 def test_drawn_groups_on_torch_cpu_give_the_torch_kernels_bits(program):

@@ -61,6 +61,53 @@ def test_gradients_through_a_generated_group():
     assert _kind(g, x) == "numba"
 
 
+def _fresh(args):
+    return [xp.asarray(np.array(a.numpy(), copy=True)) for a in args]
+
+
+@pytest.mark.parametrize("device", ["numpy:cpu", "torch:cpu"])
+def test_a_donated_update_is_written_into_its_state_with_the_plan_executors_bits(device):
+    """With p, m and v donated, the update's loop writes its results into their buffers (no
+    new arrays a step), step after step with the plan executor's bits."""
+    if device == "torch:cpu":
+        pytest.importorskip("torch")
+    step = compile(adam, donate_argnums=(0, 2, 3))
+    plain = compile(adam, backend="plan")
+    shape = (512, 512) if device == "torch:cpu" else N  # torch:cpu loops from 2**18 elements
+    want = _fresh(_args(6, shape))
+    # memory of their own (a torch tensor once seen by NumPy is never donatable: its
+    # storage is no longer resizable, so results are read through copies)
+    args = [xp.asarray(a, device=device) + 0 for a in want]
+    for _ in range(4):
+        p, g, m, v, t = args
+        before = {id(b._buf) for b in (p, m, v)}
+        p, m, v = step(p, g, m, v, t)
+        assert {id(b._buf) for b in (p, m, v)} == before  # the donated buffers, rewritten
+        want[0], want[2], want[3] = plain(*want)
+        for a, b in zip((p, m, v), (want[0], want[2], want[3])):
+            assert xp.asarray(a, copy=True).numpy().tobytes() == b.numpy().tobytes()
+        args = [p, g, m, v, t]
+    entries = [e for e in step._cache[next(iter(step._cache))][0].executable().fn.__self__.reuse.values()
+               if type(e[0]) is tuple]
+    assert len(entries) == 1 and len(entries[0][0]) == 3 and entries[0][2]
+
+
+def test_a_donated_input_the_caller_still_holds_is_not_written():
+    """p wraps the caller's own array (zero-copy asarray): the donation is refused at run
+    time, the plain loop runs, and the caller's array keeps its values."""
+    step = compile(adam, donate_argnums=(0, 2, 3))
+    step(*_args(7))  # compiled and checked
+    host = np.random.default_rng(8).standard_normal(N).astype(np.float32)
+    keep = host.copy()
+    p, g, m, v, t = _args(9)
+    p = xp.asarray(host)
+    want = compile(adam, backend="plan")(*_fresh([p, g, m, v, t]))
+    got = step(p, g, m, v, t)
+    np.testing.assert_array_equal(host, keep)
+    for a, b in zip(got, want):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
 def test_small_graphs_keep_the_plan_executor():
     args = _args(shape=(8, 40))
     assert _kind(compile(adam), *args) == "plan"

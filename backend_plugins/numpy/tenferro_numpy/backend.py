@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -121,11 +122,22 @@ class NumpyBackend:
             return uf
         return None
 
+    def fresh_results(self, name: str) -> bool:
+        """True where the kernel's results are always new arrays, never views of its
+        operands (a plan may then write into them once they are dead): products."""
+        return name == "dot_general"
+
     def donatable(self, buf: Any, others: int) -> bool:
-        """True when a donated input's array may be overwritten: it owns its memory, is
-        writeable, and nothing beyond the executor holds it (`others`, the references the
-        executor counted besides its own, is 0: no other tensor, view or caller's array)."""
-        return others <= 0 and type(buf) is np.ndarray and buf.base is None and buf.flags.writeable
+        """True when a donated input's array may be overwritten: it is writeable, nothing
+        beyond the executor holds it (`others`, the references the executor counted besides
+        its own, is 0: no other tensor, view or caller's array), and it owns its memory, or
+        numba made it (a generated loop's result: its MemInfo held by this array alone and
+        counting no other array of the same allocation)."""
+        if others > 0 or type(buf) is not np.ndarray or not buf.flags.writeable:
+            return False
+        base = buf.base
+        return base is None or (type(base).__name__ == "_MemInfo" and getattr(base, "refcount", 0) == 1
+                                and sys.getrefcount(base) <= 3)  # buf's, the local's, the call's
 
     def unstack(self, buf: Any) -> list:
         """Views of `buf`'s slices along axis 0 (iterating the array, ~40% faster than indexing;
