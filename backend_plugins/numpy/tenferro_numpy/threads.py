@@ -8,8 +8,8 @@ Three causes of slow steps, each fixed here (docs/performance.md, "Threads"):
   steps in turn) or another busy process, that spin holds a core the other pool waits for.
   `set_threads` restarts each OpenBLAS pool with a short spin (OpenBLAS's
   ``OPENBLAS_THREAD_TIMEOUT``, read again through its own `openblas_read_env`), unless the
-  user set that variable: 2**22 cycles (~1.7 ms), long enough to bridge an optimizer's
-  update between two steps' products, short enough to give the core back soon after.
+  user set that variable: 2**20 cycles (~0.4 ms), long enough to bridge the Python between
+  the products of a decode step, short enough to give the core back within a step.
 - OpenBLAS splits every product over m*n*k = 262,144 multiply-adds across its threads. A
   hand-off costs tens of microseconds on an idle machine and a scheduler time slice (ms) when
   another process holds the other core, so the digits demo's 10-200 us products ran 10x
@@ -45,16 +45,16 @@ projection) is bound by memory, not multiply-adds, and a second thread's share o
 bandwidth pays for the hand-off. SmolLM2's 121 weight products of one decode step (float32,
 2-core VM, idle): 37 ms on one thread, 21 ms on two; the step 46 -> ~43 ms."""
 
-IDLE_SPIN_LOG2 = 22
-"""OpenBLAS's thread timeout (log2 of TSC cycles a worker spins before it sleeps, ~1.7 ms).
+IDLE_SPIN_LOG2 = 20
+"""OpenBLAS's thread timeout (log2 of TSC cycles a worker spins before it sleeps, ~0.4 ms).
 At OpenBLAS's minimum (4) every product of SmolLM2's decode step woke a sleeping worker:
-43 ms a token against 38 ms at 20 and 36.5 at 22, alternating in one process. Waking one
-costs a product 80-190 us on a 2-core VM (a 128x784x512 float32 product: 790 us right after
-another, 920-980 us after 1-3 ms of one-thread work); at 20 (~0.4 ms) the workers slept
-through the MLP Adam update between two train steps: its step 1.09-1.12x JAX `jit` against
-1.01-1.10x at 22, SGD 1.00-1.08 against 0.95-0.98 (AMD VM, runs alternating). numpy:cpu and
-torch:cpu steps in one process: within the run-to-run noise at both (docs/performance.md,
-"Threads"; an earlier Intel VM had put 22 outside it)."""
+43 ms a token against 38 ms at 20 and 36.5 at 22, alternating in one process. A longer spin
+holds a core another pool wants: numpy:cpu and torch:cpu steps in one process
+stayed within 10% of each alone at 20 and not at 22 (torch:cpu shared/alone 0.89-1.06 in
+six runs at 20, 0.91-1.26 at 22, on the AMD VM; the same on an earlier Intel VM), though at
+22 a worker no longer sleeps through the MLP Adam update between two train steps (a wake
+costs the next product 80-190 us there: the steps 5-10% faster). docs/performance.md,
+"Threads"."""
 
 LOAD_SAMPLE_S = 0.1
 """How often (seconds) a large product looks again at how many CPUs other processes use."""
