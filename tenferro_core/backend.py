@@ -77,6 +77,8 @@ OPTIONAL_BACKEND_ATTRS: dict[str, str] = {
     "compile": "compile(graph, device) -> run(buffers) -> buffers for a whole graph, or None",
     "out_kernel": "out_kernel(name, kernel) -> fn(*bufs, out) writing into `out`, or None",
     "donatable": "donatable(buf, others) -> True when a donated input's buffer may be written",
+    "fresh_results": "fresh_results(name, kernel) -> True when the kernel's results are always "
+                     "new buffers, never views of its operands",
     "unstack": "unstack(buf) -> the buffers of buf's slices along its leading axis (views where "
                "the backend can): a scan's per-iteration operands",
     "stack": "stack(bufs) -> one fresh buffer of equal-shaped buffers on a new leading axis: a "

@@ -345,8 +345,8 @@ def _reuse(b: _Builder, steps: list, out_slots: set, device: Any, graph: Any, me
 def _known_results(b: _Builder, steps: list, forms: list, device: Any) -> dict:
     """step -> (in-place candidates, aliases, new results) (plan_reuse's `known`): from an
     executor's kernel that says (`new_results`, `aliases`, `in_place`), and for the
-    backend's kernels whose results are always new arrays (``Backend.fresh_results(name)``,
-    optional: a product, never a view of its operands)."""
+    backend's kernels whose results are always new arrays (``Backend.fresh_results(name,
+    kernel)``, optional: a product, never a view of its operands)."""
     fresh = getattr(device.backend, "fresh_results", None)
     known = {}
     for k, step in enumerate(steps):
@@ -355,7 +355,7 @@ def _known_results(b: _Builder, steps: list, forms: list, device: Any) -> dict:
             new = getattr(kernel, "new_results", None)
             if new is not None:
                 known[k] = (getattr(kernel, "in_place", {}), getattr(kernel, "aliases", {}), new)
-        elif forms[k] is None and fresh is not None and fresh(step[1].name):
+        elif forms[k] is None and fresh is not None and fresh(step[1].name, kernel):
             known[k] = ({}, {}, tuple(range(len(step[3]))))
     return known
 

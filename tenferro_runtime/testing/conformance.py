@@ -431,6 +431,10 @@ class BackendConformance:
                 assert form is None or callable(form), f"out_kernel({prim.name!r}) is {form!r}"
         if "donatable" in has:
             assert backend.donatable(t._buf, 0) in (True, False)
+        if "fresh_results" in has:
+            for prim, fn in dev.kernels.items():
+                fresh = backend.fresh_results(prim.name, fn)
+                assert fresh in (True, False), f"fresh_results({prim.name!r}) is {fresh!r}"
         for shape in ((3, 2), (4,), (1, 0, 2)):  # rows of matrices, of scalars, of empty arrays
             if "unstack" in has:
                 want = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)

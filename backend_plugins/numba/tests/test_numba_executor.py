@@ -1,7 +1,8 @@
 """The ``numba`` executor: compiled functions on numpy:cpu and torch:cpu with a large fused
 group run it as a generated loop (the same bits as the plan executor), gradients included;
 small graphs keep the plain plan; concurrent calls from two threads; torch's thread count
-left alone; a generated source is loaded once per process and kept in the cache folder."""
+left alone; a generated source is loaded once per process and kept in the cache folder;
+results written into donated and dying operands (drawn groups and an optimizer update)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from test_numba_codegen import programs, same
 
 import tenferro_ad as ad
 from tenferro_numba import executor
@@ -90,6 +93,24 @@ def test_a_donated_update_is_written_into_its_state_with_the_plan_executors_bits
     entries = [e for e in step._cache[next(iter(step._cache))][0].executable().fn.__self__.reuse.values()
                if type(e[0]) is tuple]
     assert len(entries) == 1 and len(entries[0][0]) == 3 and entries[0][2]
+
+
+@settings(deadline=None, max_examples=10)
+@given(programs())
+def test_drawn_groups_with_every_input_donated_give_the_plans_bits(program):
+    """Drawn groups compiled with every input donated, loops generated whatever their size:
+    results written into the inputs they may overwrite, the plan executor's bits."""
+    fn, inputs = program
+    want = compile(fn, backend="plan")(*[xp.asarray(h) for h in inputs])
+    saved = executor.MIN_ELEMENTS, executor.MIN_WORK
+    executor.MIN_ELEMENTS = executor.MIN_WORK = 1
+    try:
+        step = compile(fn, donate_argnums=tuple(range(len(inputs))))
+        got = step(*[xp.asarray(np.array(h, copy=True)) for h in inputs])
+    finally:
+        executor.MIN_ELEMENTS, executor.MIN_WORK = saved
+    for g, w in zip(got, want):
+        same(g.numpy(), w.numpy())
 
 
 def test_a_donated_input_the_caller_still_holds_is_not_written():
@@ -240,3 +261,17 @@ def test_torch_cpu_generates_groups_with_short_rows():
     long_x = xp.asarray(rng.standard_normal((16, 8, 4, 2, 4, 64)).astype(np.float32), device="torch:cpu")
     long_g = xp.asarray(rng.standard_normal((16, 8, 4, 1, 4, 1)).astype(np.float32), device="torch:cpu")
     assert _kind(compile(window_grad), long_x, long_g) == "plan"
+
+
+def test_products_count_as_new_arrays_only_for_the_numpy_backends_own_kernels():
+    """A plan may write into a product's dead result only when the numpy backend made it:
+    its own kernels say so (`fresh_results`), another plugin's kernel for the same primitive
+    does not."""
+    from tenferro_runtime.runtime import default_runtime
+
+    dev = default_runtime().device("numpy:cpu")
+    backend = dev.backend
+    kernel = next(fn for prim, fn in dev.kernels.items() if prim.name == "dot_general")
+    assert backend.fresh_results("dot_general", kernel)
+    assert not backend.fresh_results("dot_general", lambda lhs, rhs, **params: lhs)
+    assert not backend.fresh_results("reshape", kernel)

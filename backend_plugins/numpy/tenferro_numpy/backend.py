@@ -122,10 +122,11 @@ class NumpyBackend:
             return uf
         return None
 
-    def fresh_results(self, name: str) -> bool:
-        """True where the kernel's results are always new arrays, never views of its
-        operands (a plan may then write into them once they are dead): products."""
-        return name == "dot_general"
+    def fresh_results(self, name: str, kernel: Any) -> bool:
+        """True where `kernel` (of primitive `name`) always returns new arrays, never views
+        of its operands (a plan may then write into them once they are dead): this
+        backend's own products (another plugin's kernel for them may not)."""
+        return name == "dot_general" and getattr(kernel, "__module__", "").startswith("tenferro_numpy.")
 
     def donatable(self, buf: Any, others: int) -> bool:
         """True when a donated input's array may be overwritten: it is writeable, nothing
