@@ -139,11 +139,13 @@ def _literal(value: Any, dtype: Any) -> str:
 def in_place_candidates(graph: Any) -> dict[int, list[int]]:
     """{output position: the inputs its generated loop may write it into}: an input of the
     output's shape (at least one axis) and dtype, read only at the loop's own index (never
-    broadcast) and not itself an output; an output held at one position only. With every
-    store of such a result after the iteration's loads (`generate`'s `alias`), each element
-    is read before it is overwritten."""
+    broadcast) and not itself an output; an output held at one position only and computed
+    by a loop (not a broadcast or a fill: those may be scalars `generate` fills in after the
+    loops). With every store of such a result after the iteration's loads (`generate`'s
+    `alias`), each element is read before it is overwritten."""
     broadcast = {n.inputs[0] for n in graph.nodes if n.prim.name == "broadcast_in_dim"}
-    produced = {o for n in graph.nodes for o in n.outputs}
+    produced = {o for n in graph.nodes if n.prim.name not in ("broadcast_in_dim", "full")
+                for o in n.outputs}
     outputs = list(graph.outputs)
     found: dict[int, list[int]] = {}
     for p, v in enumerate(outputs):
@@ -247,6 +249,8 @@ def generate(graph: Any, uniform_consts: dict, pointers: bool = False,
     # sees one array read and written, with no overlap test that would fail (and leave the
     # loop scalar, 5x slower)
     into = {graph.outputs[p]: arrays[graph.inputs[i]] for p, i in (alias or {}).items()}
+    if any(v not in computed_in for v in into):
+        raise Unsupported("an output written into an input is not computed by a loop")
     results.update(into)
     for v, name in results.items():
         if v in computed_in and v not in into:
