@@ -336,7 +336,11 @@ def _reuse(b: _Builder, steps: list, out_slots: set, device: Any, graph: Any, me
     reuse = {}
     for k, (slot, how) in plan_reuse(steps, b.avals, protected, forms, donated, known).items():
         if type(slot) is tuple:  # how: the (result, operand) pairs written in place
-            reuse[k] = (slot, plain(steps[k][0]).in_place_form(how), any(s in donated for s in slot))
+            try:
+                form = plain(steps[k][0]).in_place_form(how)
+            except Exception:  # noqa: BLE001  # no such variant after all: the plain kernel runs
+                continue
+            reuse[k] = (slot, form, any(s in donated for s in slot))
         else:  # how: whether only if the buffer is donatable
             reuse[k] = (slot, forms[k], how)
     return reuse

@@ -113,6 +113,21 @@ def test_drawn_groups_with_every_input_donated_give_the_plans_bits(program):
         same(g.numpy(), w.numpy())
 
 
+def test_a_step_whose_in_place_variant_cannot_be_built_runs_its_plain_loop(monkeypatch):
+    def refuse(*args):
+        raise executor.Unsupported("no in-place variant")
+
+    monkeypatch.setattr(executor, "_in_place_form", refuse)
+    args = _args(10)
+    want = compile(adam, backend="plan")(*_fresh(args))
+    step = compile(adam, donate_argnums=(0, 2, 3))
+    got = step(*_fresh(args))
+    for a, b in zip(got, want):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    plan = step._cache[next(iter(step._cache))][0].executable().fn.__self__
+    assert _kind(step, *_fresh(args)) == "numba" and not any(type(e[0]) is tuple for e in plan.reuse.values())
+
+
 def test_a_donated_input_the_caller_still_holds_is_not_written():
     """p wraps the caller's own array (zero-copy asarray): the donation is refused at run
     time, the plain loop runs, and the caller's array keeps its values."""
