@@ -86,12 +86,9 @@ def _emit(steps: list, template: list, n_inputs: int, device: Any, reuse: dict |
             plain_args = args + _keywords(glb, k, params)
             call = f"o{k}({', '.join(args + [f's{dead}'] + extra)})"
             if donated:  # the caller's buffer, if nothing but this run holds it
-                glb["_donatable"], glb["_count"] = device.backend.donatable, sys.getrefcount
-                # counted here, by a C call in a statement of its own: inside a Python
-                # callee the count also depends on whether the interpreter inlined the call
-                # (it does not once a PEP 523 frame hook, such as torch.compile's, is set)
-                body.append(f"{pad}n = _count(s{dead}) - {_HOLDERS + 1}")
-                call = f"{call} if _donatable(s{dead}, n) else f{k}({', '.join(plain_args)})"
+                count, cond = _donation_check(glb, device, dead, pad)
+                body.append(count)
+                call = f"{call} if {cond} else f{k}({', '.join(plain_args)})"
             target = f"s{outs[0]}," if multiple else f"s{outs[0]}"
             body.append(f"{pad}{target} = {call}")
             if check is not None:
@@ -131,16 +128,16 @@ def _in_place_lines(glb: dict, k: int, args: list, entry: tuple, outs: tuple, mu
     """Step k as its kernel's in-place form (`entry`: the operand slots it writes, the form,
     whether one is donated): a donated operand only if nothing but this run holds it, else
     the plain kernel (all or none)."""
-    dead, form, donated = entry
+    dead, form, _donated = entry
     glb[f"o{k}"] = form
     lines = [f"{pad}k = {k}"]
     call = f"o{k}({', '.join(args)})"
     conds = []
     for s in dead:
-        if s < n_inputs:  # a donated input (see the single-result case above)
-            glb["_donatable"], glb["_count"] = device.backend.donatable, sys.getrefcount
-            lines.append(f"{pad}n{s} = _count(s{s}) - {_HOLDERS + 1}")
-            conds.append(f"_donatable(s{s}, n{s})")
+        if s < n_inputs:  # a donated input (the plan's own buffers are results)
+            count, cond = _donation_check(glb, device, s, pad)
+            lines.append(count)
+            conds.append(cond)
     if conds:
         call = f"{call} if {' and '.join(conds)} else f{k}({', '.join(args)})"
     target = ", ".join(f"s{o}" for o in outs) + ("," if multiple and len(outs) == 1 else "")
@@ -153,6 +150,16 @@ def _in_place_lines(glb: dict, k: int, args: list, entry: tuple, outs: tuple, mu
                                        if i not in kept and names.get(i, "").startswith("s")]
     lines.append(f"{pad}del {', '.join(gone)}")
     return lines
+
+
+def _donation_check(glb: dict, device: Any, slot: int, pad: str) -> tuple[str, str]:
+    """(the line counting the references on donated input `slot` beyond the run's own, the
+    condition that it may be written): the caller's buffer, if nothing but this run holds
+    it. Counted by a C call in a statement of its own: inside a Python callee the count also
+    depends on whether the interpreter inlined the call (it does not once a PEP 523 frame
+    hook, such as torch.compile's, is set)."""
+    glb["_donatable"], glb["_count"] = device.backend.donatable, sys.getrefcount
+    return f"{pad}n{slot} = _count(s{slot}) - {_HOLDERS + 1}", f"_donatable(s{slot}, n{slot})"
 
 
 def _keywords(glb: dict, k: int, params: dict | None) -> list[str]:

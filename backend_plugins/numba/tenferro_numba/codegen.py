@@ -136,6 +136,11 @@ def _literal(value: Any, dtype: Any) -> str:
     return f"{CAST[dtype]}({int(value)})"
 
 
+def input_aliases(graph: Any) -> dict[int, int]:
+    """{output position: input index} for the outputs that are inputs as they are."""
+    return {p: graph.inputs.index(v) for p, v in enumerate(graph.outputs) if v in graph.inputs}
+
+
 def in_place_candidates(graph: Any) -> dict[int, list[int]]:
     """{output position: the inputs its generated loop may write it into}: an input of the
     output's shape (at least one axis) and dtype, read only at the loop's own index (never
@@ -361,4 +366,5 @@ def _loop(shape: tuple, nodes: list, scalars: dict, arrays: dict, kept: dict, re
         pad + line for line in body + stores]
 
 
-__all__ = ["CAST", "EXACT", "Source", "Unsupported", "expression", "generate", "in_place_candidates"]
+__all__ = ["CAST", "EXACT", "Source", "Unsupported", "expression", "generate", "in_place_candidates",
+           "input_aliases"]

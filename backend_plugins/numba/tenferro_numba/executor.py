@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .codegen import Unsupported, generate, in_place_candidates
+from .codegen import Unsupported, generate, in_place_candidates, input_aliases
 
 log = logging.getLogger("tenferro_numba")
 
@@ -212,7 +212,7 @@ def group_kernel(group: Any, device: Any) -> Any:
     die: an optimizer's update in its donated state, no new arrays)."""
     kernel = _group_kernel(group, device, {})
     kernel.in_place = in_place_candidates(group)
-    kernel.aliases = {p: group.inputs.index(v) for p, v in enumerate(group.outputs) if v in group.inputs}
+    kernel.aliases = input_aliases(group)
     produced = {o for n in group.nodes for o in n.outputs}
     kernel.new_results = tuple(p for p, v in enumerate(group.outputs) if v in produced)
     kernel.in_place_form = functools.partial(_in_place_form, group, device)

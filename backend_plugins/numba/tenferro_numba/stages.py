@@ -15,7 +15,7 @@ from typing import Any
 
 from tenferro_runtime.graph import Graph, Var
 
-from .codegen import CAST, EXACT, Unsupported
+from .codegen import CAST, EXACT, Unsupported, input_aliases
 
 _IN_LOOPS = frozenset(EXACT) | {"convert", "clamp", "broadcast_in_dim", "full", "iota", "shift_left",
                                  "shift_right"}
@@ -55,7 +55,7 @@ def staged_kernel(group: Graph, device: Any, loop_kernel: Any) -> Any:
     kernel = _runner(group, steps)
     made = {o for step in steps if step[0] == "loop" for o in step[3]}
     kernel.new_results = tuple(p for p, v in enumerate(group.outputs) if v in made)
-    kernel.aliases = {p: group.inputs.index(v) for p, v in enumerate(group.outputs) if v in group.inputs}
+    kernel.aliases = input_aliases(group)
     kernel.in_place, where = _in_place(group, steps)
 
     def in_place_form(pairs: tuple) -> Any:

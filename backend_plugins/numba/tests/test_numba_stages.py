@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_numba_codegen import DEV, same
+from test_numba_executor import adam
 
 from tenferro_core import dtypes as D
 from tenferro_numba import codegen
@@ -64,19 +65,12 @@ def test_a_cut_at_a_dtype_loops_do_not_handle_is_declined():
     run_staged(lambda y: [lax.convert(lax.tanh(y), new_dtype=D.float64)], [np.ones((4, 40), np.float32)])
 
 
-def _adam(p, g, m, v, t):
-    m2 = 0.9 * m + 0.1 * g
-    v2 = 0.999 * v + 0.001 * g * g
-    c1, c2 = 1 - 0.9 ** t, 1 - 0.999 ** t  # pow: a cut, on 0-d values
-    return [p - 1e-3 * (m2 / c1) / (xp.sqrt(v2 / c2) + 1e-8), m2, v2]
-
-
 def test_a_staged_update_writes_its_outputs_into_its_inputs_with_the_same_bits():
     rng = np.random.default_rng(4)
     hosts = [rng.standard_normal((7, 33)).astype(np.float32) for _ in range(4)]
     hosts[3] = np.abs(hosts[3])
     hosts.append(np.asarray(3.0, np.float32))
-    graph = run_staged(_adam, hosts)
+    graph = run_staged(adam, hosts)  # its bias corrections' pow: a cut, on 0-d values
     assert [graph.nodes[k].prim.name for k in cuts(graph)] == ["pow", "pow"]
     kernel = fused_kernel(graph, DEV)
     assert set(kernel.in_place) == {0, 1, 2}
