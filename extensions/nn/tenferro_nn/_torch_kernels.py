@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from .ops import (
+    check_classes,
     linear_p,
     log_softmax_cotangent_p,
     log_softmax_p,
@@ -49,14 +48,25 @@ _REDUCTION = {"none": 0, "mean": 1, "sum": 2}  # torch's Reduction enum
 def nll(logp: Any, target: Any, *, axis: int, ignore_index: int, reduction: str) -> Any:
     import torch
 
+    classes = logp.shape[axis]
+    if logp.numel() == 0 or target.device.type != "cpu":  # torch's CPU kernel checks the classes;
+        _check_classes(target, classes, ignore_index)  # CUDA's would assert on the device
     if logp.numel() == 0:  # torch's nd form mis-sizes empty inputs: ([1, 0, 0, 0] vs [1, 1, 1])
-        per = torch.zeros(target.shape, dtype=logp.dtype)
+        per = torch.zeros(target.shape, dtype=logp.dtype, device=logp.device)
         return per if reduction == "none" else per.sum() / (0 if reduction == "mean" else 1)
     if logp.ndim > 1 and axis != 1:
         logp = logp.movedim(axis, 1)
-    if target.dtype is not torch.int64:
-        target = target.long()
-    return torch.nn.functional.nll_loss(logp, target, reduction=reduction, ignore_index=ignore_index)
+    wide = target if target.dtype is torch.int64 else target.long()
+    try:
+        return torch.nn.functional.nll_loss(logp, wide, reduction=reduction, ignore_index=ignore_index)
+    except IndexError:  # "Target 5 is out of bounds.": ours names the classes and what to do
+        _check_classes(target, classes, ignore_index)
+        raise
+
+
+def _check_classes(target: Any, classes: int, ignore_index: int) -> None:
+    """`ops.check_classes` on the targets' host copy (nll_p's contract: a typed error)."""
+    check_classes("nll_loss", target.cpu().numpy(), classes, ignore_index)
 
 
 def linear(x: Any, w: Any, b: Any) -> Any:
@@ -87,22 +97,22 @@ def nll_cotangent(ct: Any, target: Any, *, classes: int, axis: int, ignore_index
 
     shape = (*target.shape[:axis], classes, *target.shape[axis:])
     if target.numel() == 0 or classes == 0:
-        return torch.zeros(shape, dtype=ct.dtype)
-    flat = target.reshape(-1).long()
-    if reduction == "mean" and flat.device.type == "cpu" and not torch.compiler.is_compiling():
-        # counted on the host (a view): torch's ne, sum and cast took ~25 us of a ~45 us call
-        total = torch.full((), int(np.count_nonzero(flat.numpy() != ignore_index)), dtype=ct.dtype)
-    elif reduction == "mean":
+        return torch.zeros(shape, dtype=ct.dtype, device=ct.device)
+    flat = target if target.ndim == 1 else target.reshape(-1)
+    if flat.dtype is not torch.int64:
+        flat = flat.long()
+    if reduction == "mean":  # the targets not ignored, counted by torch: fewer calls than on the host
         total = (flat != ignore_index).sum().to(ct.dtype)
     else:
         total = _ONE.get(ct.dtype)
         if total is None:
             total = _ONE[ct.dtype] = torch.ones((), dtype=ct.dtype)
-    rows = torch.empty((flat.numel(), classes), dtype=ct.dtype)
-    g = torch.ops.aten.nll_loss_backward(ct.reshape(-1) if reduction == "none" else ct, rows, flat, None,
-                                         _REDUCTION[reduction], ignore_index, total)
+    rows = torch.empty((flat.numel(), classes), dtype=ct.dtype, device=ct.device)
+    g = torch.ops.aten.nll_loss_backward.default(ct.reshape(-1) if reduction == "none" else ct, rows,
+                                                 flat, None, _REDUCTION[reduction], ignore_index,
+                                                 total)
     if axis == target.ndim:
-        return g.reshape(shape)
+        return g if target.ndim == 1 else g.reshape(shape)
     return g.reshape(*target.shape, classes).movedim(-1, axis).contiguous()
 
 

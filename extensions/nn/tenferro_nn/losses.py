@@ -4,16 +4,17 @@ differentiate (to any order) and compile on every backend.
 The class dimension is 1 for inputs of shape (N, C, d1, ...) and 0 for a (C,) input, as in
 `torch.nn.functional`. Targets are either class indices (an integer tensor of the input's shape
 without the class dimension) or class probabilities (a floating tensor of the input's shape).
-A class index out of range is an error when the target is concrete; under tracing (`compile`,
-a differentiated target) it cannot be checked and such an entry contributes nothing, like an
-ignored one.
+A class index out of range is an error when the target is concrete (checked on the host, or
+by the kernel where the loss runs as one op on a device that has one); under tracing (`compile`,
+a differentiated target) it cannot be checked before the run: such an entry contributes
+nothing, like an ignored one, or the device's kernel raises when it runs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tenferro_core.errors import DTypeError, ShapeError, TenferroIndexError
+from tenferro_core.errors import DTypeError, ShapeError
 from tenferro_runtime import array_api as xp
 from tenferro_runtime.tensor import Tensor
 
@@ -21,7 +22,7 @@ from .checks import choice, integer, number
 from .functional import log_softmax
 from .functional._util import check_floating, check_tensor
 from .module import Module
-from .ops import REDUCTIONS, call, hits, native, nll_p
+from .ops import REDUCTIONS, call, check_classes, hits, native, nll_p
 
 
 # ---- argument checks ------------------------------------------------------------------------
@@ -58,9 +59,8 @@ def _class_dim(fn: str, x: Tensor) -> int:
     return 0 if x.ndim == 1 else 1
 
 
-def _check_indices(fn: str, target: Tensor, logits: Tensor, cdim: int, ignore_index: int) -> bool:
-    """Checks the target's shape, dtype and, when concrete, its range; True when it is concrete
-    and every entry is a class (none is `ignore_index`)."""
+def _check_target(fn: str, target: Tensor, logits: Tensor, cdim: int) -> None:
+    """Checks a class-index target's shape and dtype."""
     want = logits.shape[:cdim] + logits.shape[cdim + 1:]
     if target.shape != want:
         raise ShapeError(
@@ -69,20 +69,23 @@ def _check_indices(fn: str, target: Tensor, logits: Tensor, cdim: int, ignore_in
     if target.dtype.kind not in "iu":
         raise DTypeError(f"{fn}: a target of class indices must be an integer tensor, got "
                          f"{target.dtype}")
+
+
+def _check_range(fn: str, target: Tensor, classes: int, ignore_index: int) -> bool:
+    """When `target` is concrete, checks its range; True when it is concrete and every entry
+    is a class (none is `ignore_index`)."""
     if type(target) is not Tensor or not target.size:
         return False
-    c = logits.shape[cdim]
-    host = target.numpy()  # one transfer (a view on CPU devices) for both bounds
-    lo, hi = int(host.min()), int(host.max())
-    if 0 <= lo and hi < c and not lo <= ignore_index <= hi:  # the common case: two reductions
-        return True
-    bad = xp.logical_and(target != ignore_index, xp.logical_or(target < 0, target >= c))
-    if bool(xp.any(bad)):
-        first = int(xp.reshape(target, (-1,))[int(xp.argmax(xp.reshape(bad, (-1,))))])
-        raise TenferroIndexError(
-            f"{fn}: target class {first} is out of bounds for {c} classes; expected indices "
-            f"in [0, {c}) or ignore_index={ignore_index}")
-    return False
+    return check_classes(fn, target.numpy(), classes, ignore_index)  # a view on CPU devices
+
+
+def _nll(fn: str, logp: Tensor, target: Tensor, cdim: int, ignore_index: int,
+         reduction: str) -> Tensor:
+    """The one-op NLL (`native`). Run now, its kernel checks the targets' range (`nll_p`'s
+    contract), on the host only where it must; traced, it is checked here when concrete."""
+    if type(logp) is not Tensor:
+        _check_range(fn, target, logp.shape[cdim], ignore_index)
+    return nll_p.bind(logp, target, axis=cdim, ignore_index=ignore_index, reduction=reduction)
 
 
 # ---- building blocks ------------------------------------------------------------------------
@@ -122,10 +125,11 @@ def nll_loss(input: Tensor, target: Tensor, *, weight: Tensor | None = None, ign
     logp = check_floating(fn, input, "input")
     cdim = _class_dim(fn, logp)
     target = check_tensor(fn, target, "target")
-    every = _check_indices(fn, target, logp, cdim, ignore_index)
+    _check_target(fn, target, logp, cdim)
     w = _class_weight(fn, weight, logp, cdim)
     if w is None and native(nll_p, logp, traced=True):  # one op, the reduction in the kernel
-        return nll_p.bind(logp, target, axis=cdim, ignore_index=ignore_index, reduction=reduction)
+        return _nll(fn, logp, target, cdim, ignore_index, reduction)
+    every = _check_range(fn, target, logp.shape[cdim], ignore_index)
     loss, denom, _ = _nll_parts(logp, target, w, ignore_index, cdim, every)
     return _reduce(loss, reduction, denom)
 
@@ -145,11 +149,12 @@ def cross_entropy(input: Tensor, target: Tensor, *, weight: Tensor | None = None
     c = logits.shape[cdim]
     if target.shape == logits.shape:
         return _cross_entropy_probs(fn, logits, target, weight, reduction, eps, cdim)
-    every = _check_indices(fn, target, logits, cdim, ignore_index)
+    _check_target(fn, target, logits, cdim)
     w = _class_weight(fn, weight, logits, cdim)
     logp = log_softmax(logits, cdim)
     if w is None and eps == 0.0 and native(nll_p, logp, traced=True):
-        return nll_p.bind(logp, target, axis=cdim, ignore_index=ignore_index, reduction=reduction)
+        return _nll(fn, logp, target, cdim, ignore_index, reduction)
+    every = _check_range(fn, target, c, ignore_index)
     loss, denom, valid = _nll_parts(logp, target, w, ignore_index, cdim, every)
     nll = _reduce(loss, reduction, denom)
     if eps == 0.0:

@@ -24,12 +24,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from tenferro_ad import stop_gradient
 from tenferro_ad.ad_util import Zero, add_tangents, instantiate, is_zero
 from tenferro_ad.batching import batch_size, moveaxis, to_front
 from tenferro_ad.rules.batching import axes_rule, elementwise
 from tenferro_core.catalog.cost import TRANSCENDENTAL_FLOPS, Cost, elementwise_rule, io_bytes
-from tenferro_core.errors import DTypeError, ShapeError
+from tenferro_core.errors import DTypeError, ShapeError, TenferroIndexError
 from tenferro_core.extension import define_op
 from tenferro_core.params import p_choice, p_int
 from tenferro_runtime import array_api as xp
@@ -252,6 +254,24 @@ def hits(target: Any, c: int, axis: int, ignore_index: int) -> Any:
     return xp.logical_and(xp.expand_dims(target, axis=axis) == classes, valid)
 
 
+def check_classes(fn: str, host: np.ndarray, classes: int, ignore_index: int) -> bool:
+    """Raise TenferroIndexError for the first of the class-index targets `host` (a NumPy
+    array) that is neither a class in [0, classes) nor `ignore_index`; True when every entry
+    is a class (none is ignored)."""
+    if not host.size:
+        return False
+    lo, hi = int(host.min()), int(host.max())
+    if 0 <= lo and hi < classes and not lo <= ignore_index <= hi:  # the common case: two reductions
+        return True
+    flat = host.reshape(-1)
+    bad = (flat != ignore_index) & ((flat < 0) | (flat >= classes))
+    if bad.any():
+        raise TenferroIndexError(
+            f"{fn}: target class {int(flat[int(np.argmax(bad))])} is out of bounds for {classes} "
+            f"classes; expected indices in [0, {classes}) or ignore_index={ignore_index}")
+    return False
+
+
 def _counted(target: Any, ignore_index: int, dtype: Any, axes: Any = None) -> Any:
     """The number of targets that are not `ignore_index` (over `axes`; None: all), in `dtype`:
     the mean's denominator (0 when all are ignored: the mean is NaN, as in PyTorch)."""
@@ -271,7 +291,8 @@ nll_p = define_op(
     "tenferro_nn.nll.v1", _nll_rule, nin=2, linear=(0,), payload=_NLL, decomposition=nll_decomposition,
     doc="-logp[target] along the class axis, 0 where the target is ignore_index, then reduced "
         "(none, sum, or mean over the targets not ignored); targets must be classes or "
-        "ignore_index (tenferro_nn's losses check that first).")
+        "ignore_index: a kernel raises TenferroIndexError (`check_classes`) for any other, "
+        "since the losses leave that check to it when it runs eagerly.")
 
 
 def nll_transpose(ct: Any, logp: Any, target: Any, *, axis: int, ignore_index: int, reduction: str) -> tuple:
@@ -443,6 +464,6 @@ RULES = [
 """(kind, op, rule) for the plugin to register; nll and nll_cotangent are linear in their
 first operand, so their jvp is derived."""
 
-__all__ = ["OPS", "REDUCTIONS", "RULES", "call", "hits", "linear_p", "log_softmax_cotangent_p",
-           "log_softmax_p", "log_softmax_tangent_p", "native", "nll_cotangent_p", "nll_p", "relu_p",
-           "relu_tangent_p", "shifted"]
+__all__ = ["OPS", "REDUCTIONS", "RULES", "call", "check_classes", "hits", "linear_p",
+           "log_softmax_cotangent_p", "log_softmax_p", "log_softmax_tangent_p", "native",
+           "nll_cotangent_p", "nll_p", "relu_p", "relu_tangent_p", "shifted"]

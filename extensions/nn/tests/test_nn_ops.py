@@ -24,7 +24,7 @@ import tenferro_nn.functional as F
 from tenferro_ad import GradientTape, grad
 from tenferro_ad.testing import check_grads, check_vmap
 from tenferro_core import dtypes as D
-from tenferro_core.errors import DTypeError, ShapeError
+from tenferro_core.errors import DTypeError, ShapeError, TenferroIndexError
 from tenferro_nn.functional._activation import safe_softmax
 from tenferro_nn.ops import (
     log_softmax_cotangent_p,
@@ -212,6 +212,47 @@ def test_cross_entropy_with_ignored_targets_is_the_mean_over_the_rest(backend_de
     assert math.isclose(float(nn.cross_entropy(xp.asarray(z), xp.asarray(t))), want, rel_tol=1e-12)
     t[:] = -100
     assert math.isnan(float(nn.cross_entropy(xp.asarray(z), xp.asarray(t))))
+
+
+@pytest.mark.parametrize("tdtype", ["int64", "int32", "uint8"])
+@pytest.mark.parametrize("shape", [(3,), (4, 3), (2, 3, 4), (1, 3, 2, 2), (4, 0)])
+def test_a_target_out_of_range_is_a_typed_error_eager_taped_and_traced(backend_device, shape, tdtype):
+    """Eager losses leave the range check to torch's kernel (nll_p's contract), the numpy
+    device checks on the host; either way the first bad target is named, under a tape, by
+    `grad` and (concrete target, traced logits) by `compile`."""
+    classes = shape[1] if len(shape) > 1 else shape[0]
+    rest = shape[:1] + shape[2:] if len(shape) > 1 else ()
+    z = xp.asarray(np.random.default_rng(0).normal(size=shape))
+    ignore = 255 if tdtype == "uint8" else -100
+    tgt = np.zeros(rest, dtype=tdtype)
+    tgt.flat[-1] = classes + 2
+    if tgt.size > 1:
+        tgt.flat[0] = ignore
+    if tgt.size > 2 and tdtype != "uint8":
+        tgt.flat[-2] = -1
+    wide = tgt.astype(np.int64)
+    wrong = (wide != ignore) & ((wide < 0) | (wide >= classes))
+    bad = wide.flat[int(np.argmax(wrong))]  # the first in C order: the one named
+    t = xp.asarray(tgt)
+    msg = rf"target class {bad} is out of bounds for {classes} classes; expected indices in \[0, {classes}\)"
+    for loss in (nn.cross_entropy, nn.nll_loss):
+        for reduction in ("mean", "sum", "none"):
+            with pytest.raises(TenferroIndexError, match=msg):
+                loss(z, t, ignore_index=ignore, reduction=reduction)
+        with pytest.raises(IndexError, match=msg):
+            with GradientTape() as tape:
+                tape.watch(z)
+                loss(z, t, ignore_index=ignore)
+        with pytest.raises(IndexError, match=msg):
+            grad(lambda q, loss=loss: loss(q, t, ignore_index=ignore))(z)
+        with pytest.raises(IndexError, match=msg):
+            compile(lambda q, loss=loss: loss(q, t, ignore_index=ignore))(z)
+    good = np.where(wrong, 0, wide).astype(tdtype)
+    if classes:  # the same call with the bad entries fixed runs, as torch's does
+        want = torch.nn.functional.cross_entropy(torch.tensor(np.array(z)), torch.from_numpy(
+            good.astype(np.int64)), ignore_index=ignore, reduction="sum")
+        assert math.isclose(float(nn.cross_entropy(z, xp.asarray(good), ignore_index=ignore,
+                                                   reduction="sum")), want.item(), rel_tol=1e-12)
 
 
 def test_shape_rules_raise_typed_errors(backend_device):
