@@ -102,7 +102,7 @@ def nll_cotangent(ct: Any, target: Any, *, classes: int, axis: int, ignore_index
     if flat.dtype is not torch.int64:
         flat = flat.long()
     if reduction == "mean":  # the targets not ignored, counted by torch: fewer calls than on the host
-        total = (flat != ignore_index).sum().to(ct.dtype)
+        total = (flat != ignore_index).sum(dtype=ct.dtype)
     else:
         total = _ONE.get(ct.dtype)
         if total is None:
