@@ -19,6 +19,7 @@ from tenferro_runtime import array_api as xp
 from tenferro_runtime import lax
 from tenferro_runtime.graph import eval_graph, trace
 from tenferro_runtime.runtime import default_runtime
+from tenferro_runtime.tensor import Tensor
 
 DEV = default_runtime().device("numpy:cpu")
 FLOAT_UNARY = ["neg", "abs", "sqrt", "floor", "ceil", "trunc"]
@@ -127,12 +128,15 @@ def programs(draw):
 
 def run_both(fn, inputs, dev=DEV):
     """The generated kernel on `dev` against the NumPy kernels' bits (the loops' reference
-    on either device: torch 2.13's float32 sqrt is not exactly rounded on every CPU)."""
-    reference = [_present(h) for h in inputs]
-    want = [t.numpy() for t in eval_graph(trace(fn, *reference).replace(out_tree=None), *reference)]
+    on either device: torch 2.13's float32 sqrt is not exactly rounded on every CPU) for the
+    same graph: its constants as traced on `dev`, where an op on constants alone ran when
+    traced (a drawn sqrt of a constant came out an ulp off on torch:cpu)."""
     tensors = [_present(h, dev) for h in inputs]
     graph = trace(fn, *tensors)
     graph = graph.replace(out_tree=None)
+    on_numpy = graph.replace(consts={v: _present(np.asarray(c)) if isinstance(c, Tensor) else c
+                                     for v, c in graph.consts.items()})
+    want = [t.numpy() for t in eval_graph(on_numpy, *[_present(h) for h in inputs])]
     got = fused_kernel(graph, dev)(*[t._buf for t in tensors])
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -223,6 +227,24 @@ def test_an_output_filled_from_a_scalar_is_never_written_into_an_input():
     graph = trace(fn, *[_present(h) for h in hosts]).replace(out_tree=None)
     assert fused_kernel(graph, DEV).in_place == {1: [0]}
     assert check_in_place(fn, hosts) == 1
+
+
+def test_constants_made_on_torch_cpu_when_traced_are_the_reference_as_traced():
+    """An op on constants alone runs when traced, on the device traced on: torch's sqrt of
+    0.82177013 there, an ulp off NumPy's. The reference is the same graph on NumPy's kernels,
+    so the outputs that are such constants match (a drawn program's did not when the
+    reference was traced on numpy:cpu: its constant was NumPy's sqrt)."""
+    torch = pytest.importorskip("torch")
+    dev = default_runtime().device("torch:cpu")
+    c = np.float32([0.82177013, 2.0, 3.0])
+    by_torch = torch.sqrt(torch.from_numpy(c)).numpy()
+
+    def fn(x):
+        root = lax.sqrt(xp.asarray(c, device=x.device))
+        return [lax.add(x, root), root]
+
+    graph, _, got = run_both(fn, [np.ones(3, np.float32)], dev)
+    assert graph.consts and np.asarray(got[1]).tobytes() == by_torch.tobytes()
 
 
 def test_sqrt_on_torch_cpu_gives_numpys_exactly_rounded_bits():
